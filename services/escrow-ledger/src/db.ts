@@ -1,11 +1,7 @@
 import type { BusTables } from '@paygate/bus';
 import type { Generated, Kysely, Selectable, Transaction } from 'kysely';
 
-/**
- * The ledger schema's tables, as the migrations (tables) and sql/ledger.sql (functions, views) define them.
- * Most of the ledger's statements are SQL (the booking functions, row locks); this interface types the builder
- * queries and documents every column in one place.
- */
+/** The ledger schema's tables (migrations) and views (sql/ledger.sql) that builder queries and row types read. */
 export type AccountKind =
   | 'escrow_asset'
   | 'suspense'
@@ -25,21 +21,13 @@ export type ConflictKind =
   | 'reorg_after_refund'
   | 'transfer_refunded'
   | 'refund_refused';
-export type PostingSide = 'debit' | 'credit';
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
-
-export interface AccountKindsTable {
-  kind: AccountKind;
-  normal_side: PostingSide;
-  floor_micro: bigint | null;
-  description: string;
-}
 
 export interface AccountsTable {
   id: Generated<bigint>;
   kind: AccountKind;
   owner: Generated<string>;
-  normal_side: PostingSide;
+  normal_side: 'debit' | 'credit';
   floor_micro: bigint | null;
   balance_micro: Generated<bigint>;
   created_at: Generated<Date>;
@@ -54,15 +42,6 @@ export interface JournalEntriesTable {
   reverses_entry_id: bigint | null;
   memo: unknown | null;
   created_at: Generated<Date>;
-}
-
-/** Append-only; every entry's postings net to zero (checked per statement). */
-export interface PostingsTable {
-  id: Generated<bigint>;
-  entry_id: bigint;
-  account_id: bigint;
-  side: PostingSide;
-  amount_micro: bigint;
 }
 
 export interface AccountBalanceDriftView {
@@ -90,10 +69,7 @@ export interface TransfersTable {
   inclusion: Generated<number>;
   block_hash: string | null;
   refund_id: string | null;
-  /**
-   * When the chain confirmed it: the indexer observed it (after CONFIRMATIONS) or the receipt check found it that
-   * deep. Null for a transfer booked from payment.confirmed that is still awaiting the chain.
-   */
+  /** The indexer observed it (after CONFIRMATIONS) or its receipt was that deep; null while awaiting the chain. */
   chain_confirmed_at: Date | null;
   /** The head block when the receipt check first missed it (cleared when it is seen again). */
   missing_since_block: bigint | null;
@@ -174,10 +150,7 @@ export interface RefundsTable {
   completed_at: Date | null;
 }
 
-/**
- * What a payer owes back: an unmatched transfer refunded to it and then dropped by a reorg (one row per dropped
- * inclusion), settled when the same transaction is mined again (by that arrival's log index and inclusion).
- */
+/** What a payer owes back: a refunded unmatched transfer a reorg dropped (per inclusion; refunds/receivables.ts). */
 export interface RefundReceivablesTable {
   chain_id: number;
   tx_hash: string;
@@ -263,21 +236,6 @@ export interface PaymentCallAttemptsTable {
   recorded_at: Generated<Date>;
 }
 
-/** The one claim on each on-chain transfer (primary key: the transfer): the first ledger.claim_transfer wins. */
-export interface TransferClaimsTable {
-  chain_id: number;
-  tx_hash: string;
-  log_index: number;
-  claim_id: string;
-  claimed_via: 'x402' | 'verify' | 'checkout' | 'operator_refund';
-  reference: string;
-  payer: string;
-  amount_micro: bigint;
-  claimed_at: Date;
-  /** The payment the claim booked (null until booked, or when its booking was refused). */
-  payment_id: string | null;
-}
-
 /** A paid call whose window closed unserved (payment.call_unserved), by payment id, and what was decided. */
 export interface UnservedCallsTable {
   payment_id: string;
@@ -310,10 +268,8 @@ export interface IdempotencyKeysTable {
 }
 
 export interface LedgerDatabase extends BusTables {
-  account_kinds: AccountKindsTable;
   accounts: AccountsTable;
   journal_entries: JournalEntriesTable;
-  postings: PostingsTable;
   account_balance_drift: AccountBalanceDriftView;
   transfers: TransfersTable;
   transactions: TransactionsTable;
@@ -327,7 +283,6 @@ export interface LedgerDatabase extends BusTables {
   seller_credit_limits: SellerCreditLimitsTable;
   platform_payouts: PlatformPayoutsTable;
   payment_call_attempts: PaymentCallAttemptsTable;
-  transfer_claims: TransferClaimsTable;
   unserved_calls: UnservedCallsTable;
 }
 

@@ -1,31 +1,14 @@
 import { Counter, Gauge, type ServiceMetrics } from '@paygate/runtime';
 
-export interface LedgerMetrics {
-  conflicts: Counter<'kind'>;
-  reconciliationDifferences: Gauge;
-  holdsReleased: Counter;
-  /** Age of the oldest hold past its period and not released, by what it waits for (`release`, `chain`). */
-  holdsDueOldest: Gauge<'waiting'>;
-  refundsBooked: Counter<'phase'>;
-  unconfirmedOverdue: Gauge;
-  /** Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read. */
-  reconciliation: {
-    lastSuccess: Gauge;
-    escrowChainBalance: Gauge;
-    escrowLedgerBalance: Gauge;
-    sellersOwed: Gauge;
-    sellersUncovered: Gauge;
-    payersOwed: Gauge;
-  };
-}
+export type LedgerMetrics = ReturnType<typeof createLedgerMetrics>;
 
-export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
+export function createLedgerMetrics(metrics: ServiceMetrics) {
   const registers = [metrics.registry];
   return {
     conflicts: new Counter({
       name: 'ledger_payment_conflicts_total',
       help: 'Payments the ledger refused to credit and surfaced to an operator',
-      labelNames: ['kind'],
+      labelNames: ['kind'] as const,
       registers,
     }),
     reconciliationDifferences: new Gauge({
@@ -37,13 +20,13 @@ export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
     holdsDueOldest: new Gauge({
       name: 'ledger_holds_due_oldest_seconds',
       help: 'Seconds the oldest hold past its hold period is still held (no pending refund request), by what it waits for: release (its transfer is confirmed; alert above RELEASE_BOUND_MS) or chain (its transfer awaits CONFIRMATIONS)',
-      labelNames: ['waiting'],
+      labelNames: ['waiting'] as const,
       registers,
     }),
     refundsBooked: new Counter({
       name: 'ledger_refunds_booked_total',
       help: 'Refunds booked, by phase',
-      labelNames: ['phase'],
+      labelNames: ['phase'] as const,
       registers,
     }),
     unconfirmedOverdue: new Gauge({
@@ -51,6 +34,7 @@ export function createLedgerMetrics(metrics: ServiceMetrics): LedgerMetrics {
       help: 'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
       registers,
     }),
+    // Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read.
     reconciliation: {
       lastSuccess: new Gauge({
         name: 'ledger_reconciliation_last_success_timestamp_seconds',

@@ -1,5 +1,6 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
 import { parseUsdc } from '@paygate/money';
+import { refundRequestMessage } from '@paygate/protocol';
 import { EventRecorder, openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
@@ -7,7 +8,6 @@ import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
-import { refundRequestMessage } from '../src/refunds/routes';
 import {
   claimedPaymentOf,
   type LedgerHarness,

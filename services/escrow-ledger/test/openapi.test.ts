@@ -1,5 +1,6 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
 import { assertValid, ErrorBodySchema, plainSchema } from '@paygate/http';
+import { refundRequestMessage } from '@paygate/protocol';
 import {
   documentedOperationNames,
   documentedOperations,
@@ -11,7 +12,6 @@ import type { TSchema } from '@sinclair/typebox';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { AccountList, ConflictList, Suspense, UnmatchedRefundList } from '../src/operator/schemas';
-import { refundRequestMessage } from '../src/refunds/routes';
 import {
   Refund,
   RefundBody,

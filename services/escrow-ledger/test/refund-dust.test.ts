@@ -9,10 +9,10 @@
  *   npx jest --ci services/escrow-ledger/test/refund-dust.test.ts
  */
 import { newRefundRequestSigning } from '@paygate/agent-client';
+import { refundRequestMessage } from '@paygate/protocol';
 import { waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { sql } from 'kysely';
-import { refundRequestMessage } from '../src/refunds/routes';
 import { type LedgerHarness, OTHER_SELLER_KEY, paymentData, startLedgerHarness } from './helpers';
 
 jest.setTimeout(60_000);

@@ -1,11 +1,11 @@
 import { newRefundRequestSigning } from '@paygate/agent-client';
+import { refundRequestMessage } from '@paygate/protocol';
 import { openSchema, waitFor } from '@paygate/testing';
 import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
 import { reconcile } from '../src/reconciliation/reconcile';
-import { refundRequestMessage } from '../src/refunds/routes';
 import { type LedgerHarness, paymentData, randomTxHash, startLedgerHarness } from './helpers';
 import { payoutEvents } from './payout-events';
 

@@ -1,34 +1,18 @@
+import { requestRpc } from '@paygate/bus';
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import type { Logger } from '@paygate/telemetry';
+import type { Static } from '@sinclair/typebox';
 import { Contract } from 'ethers';
 import { sql } from 'kysely';
 import type { EscrowLedgerConfig } from '../config';
 import type { LedgerDb, Row } from '../db';
+import type { LedgerContext, LedgerDeps } from '../deps';
 import type { LedgerMetrics } from '../metrics';
-import { type PayerExposure, payerExposure } from './payer-receivables';
+import type { ReconciliationReport as ReportSchema } from '../operator/schemas';
 
-export interface ReconciliationDifference {
-  check: string;
-  expected: string;
-  actual: string;
-  difference: string;
-}
-
-export interface ReconciliationReport {
-  balanced: boolean;
-  escrowAddress: string;
-  /** Every wallet whose balance chainBalance adds up (the escrow, then the checkout deposit wallet). */
-  wallets: string[];
-  chainBalance: string;
-  ledgerBalance: string;
-  difference: string;
-  differences: ReconciliationDifference[];
-  accounts: Record<string, string>;
-  /** What sellers owe the shared escrow, and what of it no seller money covers. */
-  exposure: { owedBySellers: string; uncovered: string; creditGranted: string } & PayerExposure;
-  checkedAt: string;
-}
+type ReconciliationReport = Static<typeof ReportSchema>;
+type ReconciliationDifference = ReconciliationReport['differences'][number];
 
 /** The wallets whose USDC the escrow_asset account holds: the escrow, and the checkout deposit wallet if set. */
 export function escrowWallets(
@@ -61,7 +45,7 @@ async function bookedDepositTransfers(db: LedgerDb, config: EscrowLedgerConfig):
 }
 
 /** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
-export async function chainEscrowBalance(
+async function chainEscrowBalance(
   config: EscrowLedgerConfig,
   depositAddresses: string[] = [],
 ): Promise<bigint> {
@@ -85,21 +69,6 @@ export async function chainEscrowBalance(
   } finally {
     provider.destroy();
   }
-}
-
-/** Per account kind its balance, and the totals the trial balance and the chain comparison need. */
-interface AccountTotals {
-  accounts: Record<string, string>;
-  debits: bigint;
-  credits: bigint;
-  /** The escrow_asset balance: what the ledger says the escrow wallets hold. */
-  ledger: bigint;
-}
-
-interface SellerExposure {
-  owed: bigint;
-  uncovered: bigint;
-  credit: bigint;
 }
 
 /**
@@ -144,7 +113,8 @@ async function depositAddressesToRead(
   };
 }
 
-async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
+/** Per account kind its balance, the trial balance's totals, and `ledger`: the escrow_asset balance. */
+async function accountTotals(db: LedgerDb) {
   const totals = await sql<
     Row<'accounts', 'kind' | 'normal_side'> & { balance: bigint }
   >`select kind, normal_side, sum(balance_micro)::bigint as balance from accounts group by kind, normal_side
@@ -163,7 +133,10 @@ async function accountTotals(db: LedgerDb): Promise<AccountTotals> {
 }
 
 /** The escrow_asset account against the chain, and the trial balance. */
-function totalsDifferences(onChain: bigint, totals: AccountTotals): ReconciliationDifference[] {
+function totalsDifferences(
+  onChain: bigint,
+  totals: Awaited<ReturnType<typeof accountTotals>>,
+): ReconciliationDifference[] {
   const differences: ReconciliationDifference[] = [];
   if (onChain !== totals.ledger) {
     differences.push({
@@ -202,7 +175,7 @@ async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDiff
   });
 }
 
-async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
+async function sellerExposure(db: LedgerDb) {
   const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
@@ -218,8 +191,20 @@ async function sellerExposure(db: LedgerDb): Promise<SellerExposure> {
   };
 }
 
+/**
+ * Refunds of unmatched transfers a reorg then dropped (refund_receivable, by payer; refunds/receivables.ts): not a
+ * difference (escrow_asset is at the chain), but escrow holds that much less than the ledger owes.
+ */
+async function payersOwed(db: LedgerDb): Promise<bigint> {
+  const row = await sql<{ owed: bigint | null }>`select sum(balance_micro)::bigint as owed
+      from accounts where kind = 'refund_receivable'`.execute(db);
+  return BigInt(row.rows[0]?.owed ?? 0n);
+}
+
 // Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
-function exposureDifferences(exposure: SellerExposure): ReconciliationDifference[] {
+function exposureDifferences(
+  exposure: Awaited<ReturnType<typeof sellerExposure>>,
+): ReconciliationDifference[] {
   if (exposure.uncovered <= 0n) return [];
   return [
     {
@@ -269,10 +254,22 @@ export async function reconcile(
       owedBySellers: formatUsdc(exposure.owed),
       uncovered: formatUsdc(exposure.uncovered),
       creditGranted: formatUsdc(exposure.credit),
-      ...(await payerExposure(db)),
+      owedByPayers: formatUsdc(await payersOwed(db)),
     },
     checkedAt: new Date().toISOString(),
   };
+}
+
+/** reconcile with the deposit addresses settlement lists (the periodic pass and the operator's route). */
+export function reconcileWithSettlement(ctx: LedgerContext, deps: LedgerDeps): Promise<ReconciliationReport> {
+  return reconcile(ctx.db, deps.config, undefined, () =>
+    requestRpc(
+      ctx.bus,
+      'settlement.deposit_holdings',
+      { limit: MAX_DEPOSIT_ADDRESSES },
+      { timeoutMs: deps.config.rpcTimeoutMs },
+    ),
+  );
 }
 
 /**

@@ -1,7 +1,6 @@
-import { requestRpc } from '@paygate/bus';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { MAX_DEPOSIT_ADDRESSES, reconcile, recordReconciliation } from './reconcile';
+import { reconcileWithSettlement, recordReconciliation } from './reconcile';
 
 /**
  * The reconciliation the operator route runs (GET /api/v1/reconciliation), every RECONCILE_INTERVAL_MS on each
@@ -18,15 +17,7 @@ export class ReconciliationWatch extends PolledTask implements BackgroundTask {
     const intervalMs = deps.config.reconcileIntervalMs;
     this.loop = new PollingLoop(
       async () => {
-        const report = await reconcile(ctx.db, deps.config, undefined, () =>
-          requestRpc(
-            ctx.bus,
-            'settlement.deposit_holdings',
-            { limit: MAX_DEPOSIT_ADDRESSES },
-            { timeoutMs: deps.config.rpcTimeoutMs },
-          ),
-        );
-        recordReconciliation(deps, ctx, report);
+        recordReconciliation(deps, ctx, await reconcileWithSettlement(ctx, deps));
       },
       {
         what: 'periodic reconciliation',

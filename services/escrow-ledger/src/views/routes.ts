@@ -2,7 +2,6 @@ import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
-import type { RequestHandler } from 'express';
 import { type Selectable, sql } from 'kysely';
 import type { AccountKind, LedgerDb, Row, TransactionsTable } from '../db';
 import type { LedgerContext } from '../deps';
@@ -82,19 +81,8 @@ function queryTime(text: string, field: string): Date {
   return time;
 }
 
-/** What a transactions page is filtered by (the list route's query, checked). */
-interface TransactionFilter {
-  cursor: string | null;
-  limit: number;
-  from: Date | null;
-  before: Date | null;
-  skill: string | null;
-  txHash: string | null;
-  /** The status asked for, in escrow terms: settling is payout_pending. */
-  escrow: string | null;
-}
-
-function transactionFilter(query: Static<typeof TransactionListQuery>): TransactionFilter {
+/** What a transactions page is filtered by (the list route's query, checked); `escrow`: settling is payout_pending. */
+function transactionFilter(query: Static<typeof TransactionListQuery>) {
   const status = query.status ?? null;
   return {
     limit: query.limit === undefined ? 50 : Number(query.limit),
@@ -111,7 +99,7 @@ function transactionFilter(query: Static<typeof TransactionListQuery>): Transact
 async function transactionRows(
   db: LedgerDb,
   sellerId: string,
-  f: TransactionFilter,
+  f: ReturnType<typeof transactionFilter>,
 ): Promise<TransactionRow[]> {
   const { cursor, from, before, skill, txHash, escrow } = f;
   const rows = await sql<TransactionRow>`select * from transactions where seller_id = ${sellerId}
@@ -181,92 +169,77 @@ async function sellerBalances(db: LedgerDb, sellerId: string) {
   };
 }
 
-/** What the view routes are given; `now` decides whether a failed call's retry window is still open. */
-interface ViewRouteDeps {
-  ctx: LedgerContext;
-  seller: { scheme: string; middleware: RequestHandler };
-  now: () => Date;
-}
-
-/** `now` decides whether a failed call's retry window is still open (callStatus). */
+/** Seller reads; `now` decides whether a failed call's retry window is still open (callStatus). */
 export function viewRoutes(ctx: LedgerContext, auth: SellerAuth, now: () => Date): AnyRoute[] {
-  const deps: ViewRouteDeps = { ctx, seller: { scheme: 'apiKey', middleware: auth.middleware() }, now };
-  return [listTransactionsRoute(deps), getTransactionRoute(deps), balancesRoute(deps)];
-}
-
-function listTransactionsRoute({ ctx, seller, now }: ViewRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/transactions',
-    operationId: 'listTransactions',
-    summary: "The calling seller's transactions, newest first, by cursor",
-    auth: seller,
-    query: TransactionListQuery,
-    responses: { '200': { description: 'a page of transactions', schema: TransactionList } },
-    errors: { '400': 'invalid_request: bad status, limit or cursor', ...SELLER_ERRORS },
-    handler: async (req, res) => {
-      const filter = transactionFilter(req.query);
-      const rows = await transactionRows(ctx.db, req.seller!.sellerId, filter);
-      const page = rows.slice(0, filter.limit);
-      const calls = await callOutcomesOf(
-        ctx.db,
-        page.map((row) => row.payment_id),
-        now(),
-      );
-      res.json({
-        data: page.map((row) => transactionView(row, calls.get(row.payment_id))),
-        nextCursor: rows.length > filter.limit ? page[page.length - 1]!.id : null,
-      });
-    },
-  });
-}
-
-function getTransactionRoute({ ctx, seller, now }: ViewRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/transactions/:id',
-    operationId: 'getTransaction',
-    summary: 'One transaction with its history and refunds',
-    auth: seller,
-    params: TransactionIdParam,
-    responses: { '200': { description: 'the transaction', schema: TransactionDetail } },
-    errors: { ...SELLER_ERRORS, '404': 'not_found' },
-    handler: async (req, res) => {
-      const row = await ctx.db
-        .selectFrom('transactions')
-        .selectAll()
-        .where('id', '=', req.params.id)
-        .where('seller_id', '=', req.seller!.sellerId)
-        .executeTakeFirst();
-      if (!row) throw notFound('transaction');
-      const history = await transactionHistory(ctx.db, row);
-      const refunds = await ctx.db
-        .selectFrom('refunds')
-        .selectAll()
-        .where('transaction_id', '=', row.id)
-        .orderBy('created_at')
-        .execute();
-      const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
-      res.json({
-        ...transactionView(row, calls.get(row.payment_id)),
-        history,
-        refunds: refunds.map(refundView),
-      });
-    },
-  });
-}
-
-function balancesRoute({ ctx, seller }: ViewRouteDeps) {
-  return defineRoute({
-    method: 'get',
-    path: '/api/v1/balances',
-    operationId: 'getBalances',
-    summary: "The calling seller's balances: held, available, settling, settled, owed",
-    auth: seller,
-    responses: { '200': { description: 'the balances', schema: Balances } },
-    errors: SELLER_ERRORS,
-    handler: async (req, res) => {
-      res.json(await sellerBalances(ctx.db, req.seller!.sellerId));
-    },
-  });
+  const seller = { scheme: 'apiKey', middleware: auth.middleware() };
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/transactions',
+      operationId: 'listTransactions',
+      summary: "The calling seller's transactions, newest first, by cursor",
+      auth: seller,
+      query: TransactionListQuery,
+      responses: { '200': { description: 'a page of transactions', schema: TransactionList } },
+      errors: { '400': 'invalid_request: bad status, limit or cursor', ...SELLER_ERRORS },
+      handler: async (req, res) => {
+        const filter = transactionFilter(req.query);
+        const rows = await transactionRows(ctx.db, req.seller!.sellerId, filter);
+        const page = rows.slice(0, filter.limit);
+        const calls = await callOutcomesOf(
+          ctx.db,
+          page.map((row) => row.payment_id),
+          now(),
+        );
+        res.json({
+          data: page.map((row) => transactionView(row, calls.get(row.payment_id))),
+          nextCursor: rows.length > filter.limit ? page[page.length - 1]!.id : null,
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/transactions/:id',
+      operationId: 'getTransaction',
+      summary: 'One transaction with its history and refunds',
+      auth: seller,
+      params: TransactionIdParam,
+      responses: { '200': { description: 'the transaction', schema: TransactionDetail } },
+      errors: { ...SELLER_ERRORS, '404': 'not_found' },
+      handler: async (req, res) => {
+        const row = await ctx.db
+          .selectFrom('transactions')
+          .selectAll()
+          .where('id', '=', req.params.id)
+          .where('seller_id', '=', req.seller!.sellerId)
+          .executeTakeFirst();
+        if (!row) throw notFound('transaction');
+        const history = await transactionHistory(ctx.db, row);
+        const refunds = await ctx.db
+          .selectFrom('refunds')
+          .selectAll()
+          .where('transaction_id', '=', row.id)
+          .orderBy('created_at')
+          .execute();
+        const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
+        res.json({
+          ...transactionView(row, calls.get(row.payment_id)),
+          history,
+          refunds: refunds.map(refundView),
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/v1/balances',
+      operationId: 'getBalances',
+      summary: "The calling seller's balances: held, available, settling, settled, owed",
+      auth: seller,
+      responses: { '200': { description: 'the balances', schema: Balances } },
+      errors: SELLER_ERRORS,
+      handler: async (req, res) => {
+        res.json(await sellerBalances(ctx.db, req.seller!.sellerId));
+      },
+    }),
+  ];
 }
