@@ -2,9 +2,9 @@ import { useState } from 'preact/hooks';
 import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { dateTime } from './format';
-import type { Delivery, DeliveryAttempt, Page } from './types';
-import type { Action } from './ui';
+import type { Delivery, DeliveryAttempt } from './types';
 import {
+  type Action,
   ActionButton,
   Empty,
   ErrorNote,
@@ -13,28 +13,26 @@ import {
   Notice,
   StatusBadge,
   useAction,
-  useLoad,
+  usePages,
 } from './ui';
 import { SelectField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
 export function Deliveries() {
-  const { status, setStatus, before, setBefore, rows, list } = useDeliveries();
+  const [status, setStatus] = useState('');
+  const pages = usePages<Delivery>(
+    '/api/v1/webhooks/deliveries',
+    { limit: 20, status: status || undefined },
+    { param: 'before' },
+  );
+  const { list, rows } = pages;
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   return (
     <section aria-labelledby="deliveries-title">
       <h2 id="deliveries-title">Webhook deliveries</h2>
       <div class="title-row">
-        <SelectField
-          id="deliveries-status"
-          label="Show"
-          value={status}
-          onValue={(value) => {
-            setBefore(undefined);
-            setStatus(value);
-          }}
-        >
+        <SelectField id="deliveries-status" label="Show" value={status} onValue={setStatus}>
           <option value="">All</option>
           <option value="pending">Pending</option>
           <option value="delivered">Delivered</option>
@@ -43,7 +41,7 @@ export function Deliveries() {
         <button
           type="button"
           class="outline small"
-          onClick={() => (before ? setBefore(undefined) : list.reload())}
+          onClick={() => (pages.cursor ? pages.first() : list.reload())}
         >
           Refresh
         </button>
@@ -63,36 +61,16 @@ export function Deliveries() {
               action={action}
               onRedelivered={() => {
                 setNotice(`${d.eventType} sent again to your current webhook URL.`);
-                setBefore(undefined);
+                pages.first();
                 list.reload();
               }}
             />
           ))}
         </ul>
       )}
-      <LoadMore load={list} onMore={setBefore} />
+      <LoadMore load={list} onMore={pages.more} />
     </section>
   );
-}
-
-/** The deliveries of one status, page by page (live while only the first page is shown). */
-function useDeliveries() {
-  const { api } = useDashboard();
-  const [status, setStatus] = useState('');
-  const [before, setBefore] = useState<string | undefined>();
-  const [rows, setRows] = useState<Delivery[]>([]);
-  const list = useLoad(
-    async () => {
-      const page = await api.request<Page<Delivery>>('GET', '/api/v1/webhooks/deliveries', {
-        query: { limit: 20, status: status || undefined, before },
-      });
-      setRows((earlier) => (before ? [...earlier, ...page.data] : page.data));
-      return page;
-    },
-    [status, before],
-    { live: !before },
-  );
-  return { status, setStatus, before, setBefore, rows, list };
 }
 
 /** One delivery, and its button to send it again. */

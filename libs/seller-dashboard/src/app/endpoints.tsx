@@ -1,8 +1,9 @@
+import { WEBHOOK_EVENT_TYPES } from '@paygate/contracts/webhook-events';
 import { useState } from 'preact/hooks';
 import { ApiError, fieldErrors } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
-import { type Delivery, WEBHOOK_EVENT_TYPES, type WebhookEndpoint } from './types';
+import type { Delivery, WebhookEndpoint } from './types';
 import {
   type Action,
   ActionButton,

@@ -1,22 +1,15 @@
-import { useState } from 'preact/hooks';
-import { useDashboard } from './context';
 import { statusWords, usd } from './format';
 import { periodLabel } from './overview';
-import type { Page, Settlement } from './types';
-import { CopyButton, Empty, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
+import type { Settlement } from './types';
+import { CopyButton, Empty, LoadMore, LoadState, StatusBadge, usePages } from './ui';
 import { ScrollTable } from './ui-tables';
 
 export function SettlementsSection() {
-  const { api } = useDashboard();
-  const [after, setAfter] = useState<string | undefined>();
-  const [rows, setRows] = useState<Settlement[]>([]);
-  const list = useLoad(async () => {
-    const page = await api.request<Page<Settlement> & { hasMore?: boolean }>('GET', '/api/v1/settlements', {
-      query: { limit: 20, starting_after: after },
-    });
-    setRows((earlier) => (after ? [...earlier, ...page.data] : page.data));
-    return page;
-  }, [after]);
+  const { list, rows, more } = usePages<Settlement>(
+    '/api/v1/settlements',
+    { limit: 20 },
+    { param: 'starting_after', live: false },
+  );
   return (
     <section aria-labelledby="settlements-title">
       <h2 id="settlements-title">Settlements</h2>
@@ -51,7 +44,7 @@ export function SettlementsSection() {
           ))}
         </ScrollTable>
       )}
-      <LoadMore load={list} onMore={setAfter} />
+      <LoadMore load={list} onMore={more} />
     </section>
   );
 }

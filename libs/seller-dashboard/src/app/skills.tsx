@@ -1,24 +1,9 @@
-import { useState } from 'preact/hooks';
-import { useDashboard } from './context';
-import type { Page, Skill } from './types';
-import { Empty, Link, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
+import type { Skill } from './types';
+import { Empty, Link, LoadMore, LoadState, StatusBadge, usePages } from './ui';
 import { ScrollTable } from './ui-tables';
 
 export function SkillsPage() {
-  const { api } = useDashboard();
-  const [cursor, setCursor] = useState<string | undefined>();
-  const [pages, setPages] = useState<Skill[]>([]);
-  const list = useLoad(
-    async () => {
-      const page = await api.request<Page<Skill>>('GET', '/api/v1/manage/skills', {
-        query: { limit: 50, cursor },
-      });
-      setPages((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
-      return page;
-    },
-    [cursor],
-    { live: !cursor },
-  );
+  const { list, rows, more } = usePages<Skill>('/api/v1/manage/skills', { limit: 50 });
   return (
     <section aria-labelledby="skills-title">
       <div class="title-row">
@@ -29,7 +14,7 @@ export function SkillsPage() {
       </div>
       {list.data === undefined ? (
         <LoadState load={list} what="skills" />
-      ) : pages.length === 0 ? (
+      ) : rows.length === 0 ? (
         <Empty>
           No skills yet. A skill is a paid API, product or service;{' '}
           <Link to="/skills/new">create your first</Link>.
@@ -40,12 +25,12 @@ export function SkillsPage() {
           columns={['Skill', 'Type', 'Status', 'Endpoints', 'Health']}
           class="striped"
         >
-          {pages.map((skill) => (
+          {rows.map((skill) => (
             <SkillRow key={skill.skillId} skill={skill} />
           ))}
         </ScrollTable>
       )}
-      <LoadMore load={list} onMore={setCursor} />
+      <LoadMore load={list} onMore={more} />
     </section>
   );
 }

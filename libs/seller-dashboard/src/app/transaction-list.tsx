@@ -9,9 +9,9 @@ import { dateTime, shortHash, statusWords, usd } from './format';
 import { dailyBySkill } from './overview';
 import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
-import { filterTransactions, partialHash, type TransactionFilters, transactionQuery } from './transactions';
+import { matchHash, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
-import { Empty, Link, LoadMore, LoadState, StatusBadge, useLoad } from './ui';
+import { Empty, Link, LoadMore, LoadState, StatusBadge, useLoad, usePages } from './ui';
 import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
@@ -27,32 +27,15 @@ const TRANSACTION_STATUSES = [
 const PAGE_SIZE = 50;
 
 export function TransactionsSection() {
-  const { api } = useDashboard();
   const [filters, setFilters] = useState<TransactionFilters>({});
-  const [cursor, setCursor] = useState<string | undefined>();
-  const [rows, setRows] = useState<Transaction[]>([]);
   // Dates, skill, status and a whole tx hash are filtered by the API; a partial hash over the rows loaded.
   const query = transactionQuery(filters);
-  const queryKey = JSON.stringify(query);
-  const loaded = useLoad(
-    async () => {
-      const page = await api.request<Page<Transaction>>('GET', '/api/v1/transactions', {
-        query: { ...query, limit: PAGE_SIZE, cursor },
-      });
-      setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
-      return page;
-      // Live while only the first page is shown (a refresh would drop the pages loaded after it).
-    },
-    [queryKey, cursor],
-    { live: !cursor },
-  );
-  const filtered = useMemo(
-    () => filterTransactions(rows, { txHash: partialHash(filters.txHash) }),
-    [rows, filters],
-  );
+  const pages = usePages<Transaction>('/api/v1/transactions', { ...query, limit: PAGE_SIZE });
+  const loaded = pages.list;
+  const filtered = useMemo(() => matchHash(pages.rows, partialHash(filters.txHash)), [pages.rows, filters]);
   const set = (patch: Partial<TransactionFilters>) => {
     setFilters({ ...filters, ...patch });
-    setCursor(undefined);
+    pages.first();
   };
   return (
     <section aria-labelledby="transactions-title">
@@ -76,7 +59,7 @@ export function TransactionsSection() {
             txHash={filters.txHash}
           />
           <TransactionsTable rows={filtered} />
-          <LoadMore load={loaded} onMore={setCursor} />
+          <LoadMore load={loaded} onMore={pages.more} />
         </>
       )}
     </section>
@@ -148,7 +131,7 @@ function TransactionsSummary(props: {
     setExporting(true);
     setExportError(undefined);
     try {
-      const all = filterTransactions(await fetchAll(api, props.query), { txHash: partialHash(props.txHash) });
+      const all = matchHash(await fetchAll(api, props.query), partialHash(props.txHash));
       const blob = new Blob([transactionsCsv(all)], { type: 'text/csv;charset=utf-8' });
       const url = URL.createObjectURL(blob);
       const link = document.createElement('a');

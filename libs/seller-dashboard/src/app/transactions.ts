@@ -10,18 +10,10 @@ export interface TransactionFilters {
   txHash?: string;
 }
 
-/** Filters loaded transactions (the dashboard uses it for a partial tx hash; the API filters the rest). */
-export function filterTransactions(transactions: Transaction[], filters: TransactionFilters): Transaction[] {
-  const hash = filters.txHash?.trim().toLowerCase();
-  return transactions.filter((t) => {
-    const day = t.confirmedAt.slice(0, 10);
-    if (filters.from && day < filters.from) return false;
-    if (filters.to && day > filters.to) return false;
-    if (filters.skill && t.skillName !== filters.skill) return false;
-    if (filters.status && t.status !== filters.status) return false;
-    if (hash && !t.txHash.toLowerCase().includes(hash)) return false;
-    return true;
-  });
+/** The transactions whose tx hash holds this partial one (the API filters by a whole hash only). */
+export function matchHash(transactions: Transaction[], hash: string | undefined): Transaction[] {
+  const part = hash?.trim().toLowerCase();
+  return part ? transactions.filter((t) => t.txHash.toLowerCase().includes(part)) : transactions;
 }
 
 const FULL_HASH = /^0x[0-9a-fA-F]{64}$/;

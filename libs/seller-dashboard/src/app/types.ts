@@ -1,9 +1,7 @@
-/** The shapes the dashboard reads from the public API (see each service's README / OpenAPI document). */
+/** The fields the dashboard reads of the public API's answers (see each service's README / OpenAPI document). */
 
 export type SkillType = 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
-type SkillMode = 'PROXY' | 'TICKET';
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
 
 export interface Endpoint {
   endpointId: string;
@@ -23,20 +21,17 @@ export interface Skill {
   description: string;
   apiBaseUrl: string;
   type: SkillType;
-  mode: SkillMode;
+  mode: 'PROXY' | 'TICKET';
   categories: string[];
   durationDays: number | null;
   requiresShipping: boolean | null;
   holdPeriodHours: number;
-  status: SkillStatus;
+  status: 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
   statusReason: string | null;
-  baseUrl: string;
   skillMdUrl: string;
   skillMdVersion: string;
   skillMdSource: 'generated' | 'manual';
   endpoints: Endpoint[];
-  createdAt?: string;
-  updatedAt?: string;
 }
 
 export interface Account {
@@ -60,8 +55,6 @@ export interface Account {
   minimumSettlement: string;
   /** How checkout sessions are told apart: a unique exact amount on the checkout wallet, or an address each. */
   checkoutMatching: 'amount' | 'deposit_address';
-  createdAt: string;
-  updatedAt: string;
 }
 
 export interface SignInResult {
@@ -91,18 +84,14 @@ export interface Transaction {
   refundableAmount: string;
   payer: string;
   source: string;
-  paymentId: string;
-  skillId: string | null;
   skillName: string | null;
   network: string;
   chainId: number;
   txHash: string;
   logIndex: number;
-  holdPeriodHours: number;
   holdUntil: string | null;
   settlementId: string | null;
   confirmedAt: string;
-  releasedAt: string | null;
   /** What became of the paid call (escrow-ledger; absent from an older API: served). */
   callStatus?: 'served' | 'failed_retryable' | 'failed';
   callFailedAt?: string | null;
@@ -114,18 +103,15 @@ export interface Transaction {
 
 export interface Refund {
   refundId: string;
-  transactionId: string;
   amount: string;
   status: string;
   reason: string;
   refundTxHash: string | null;
-  createdAt: string;
-  completedAt: string | null;
   remainingRefundable?: string;
 }
 
 export interface TransactionDetail extends Transaction {
-  history: Array<{ type: string; amount?: string; at: string; refundId?: string }>;
+  history: Array<{ type: string; amount?: string; at: string }>;
   refunds: Refund[];
 }
 
@@ -143,13 +129,10 @@ export interface Settlement {
   status: string;
   amount: string | null;
   availableAmount: string | null;
-  payoutAddress: string;
   txHash: string | null;
-  period: { frequency: string; key: string; start: string; end: string };
+  period: { key: string; start: string; end: string };
   skipReason: string | null;
   failureReason: string | null;
-  createdAt: string;
-  completedAt: string | null;
 }
 
 export interface DeliveryAttempt {
@@ -164,7 +147,6 @@ export interface DeliveryAttempt {
 
 export interface Delivery {
   id: string;
-  eventId: string;
   eventType: string;
   url: string;
   /** The endpoint it went to; null: the account's webhook URL. */
@@ -172,11 +154,9 @@ export interface Delivery {
   status: string;
   attemptCount: number;
   nextAttemptAt: string | null;
-  lastStatusCode: number | null;
   lastError: string | null;
   redeliveryOf: string | null;
   createdAt: string;
-  deliveredAt: string | null;
   attempts: DeliveryAttempt[];
 }
 
@@ -193,9 +173,6 @@ export interface ApiKeyInfo {
   lastUsedAt: string | null;
 }
 
-/** The events a webhook endpoint may ask for (the notifier's WEBHOOK_EVENT_TYPES); "*" is every kind. */
-export { WEBHOOK_EVENT_TYPES } from '@paygate/contracts/webhook-events';
-
 export interface WebhookEndpoint {
   id: string;
   url: string;
@@ -203,6 +180,4 @@ export interface WebhookEndpoint {
   events: string[];
   enabled: boolean;
   secretVersion: number;
-  createdAt: string;
-  updatedAt: string;
 }

@@ -1,8 +1,10 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, plainMessage } from './api';
+import { ApiError, plainMessage, type Query } from './api';
+import { useDashboard } from './context';
 import { checksummed } from './format';
 import { href, navigate } from './router';
+import type { Page } from './types';
 
 export function Link(props: { to: string; children: ComponentChildren; class?: string; current?: boolean }) {
   return (
@@ -40,7 +42,6 @@ function isOutage(error: unknown): boolean {
 export function LoadState<T>(props: {
   load: Loaded<T>;
   what: string;
-  /** What the data shows; none where the caller renders the data itself and asks this only for the wait. */
   children?: (data: T) => ComponentChildren;
 }) {
   const { load } = props;
@@ -251,6 +252,36 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], options: { l
     [],
   );
   return { ...state, reload: run, set };
+}
+
+/**
+ * A list read page by page by cursor (`param` names it in the query): the rows loaded so far, live while only the
+ * first page is shown (a refresh would drop the pages after it). Another query starts again from its first page.
+ */
+export function usePages<T>(path: string, query: Query, options: { param?: string; live?: boolean } = {}) {
+  const { api } = useDashboard();
+  const key = JSON.stringify(query);
+  const [more, setMore] = useState<{ key: string; cursor: string }>();
+  const cursor = more?.key === key ? more.cursor : undefined;
+  const [rows, setRows] = useState<T[]>([]);
+  const list = useLoad(
+    async () => {
+      const page = await api.request<Page<T>>('GET', path, {
+        query: { ...query, [options.param ?? 'cursor']: cursor },
+      });
+      setRows((earlier) => (cursor ? [...earlier, ...page.data] : page.data));
+      return page;
+    },
+    [key, cursor],
+    { live: (options.live ?? true) && !cursor },
+  );
+  return {
+    list,
+    rows,
+    cursor,
+    more: (next: string) => setMore({ key, cursor: next }),
+    first: () => setMore(undefined),
+  };
 }
 
 /** Runs an action once at a time, keeping its error for the form. */
