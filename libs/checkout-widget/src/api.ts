@@ -9,7 +9,8 @@ function call(url: string, init: RequestInit): Promise<CheckoutSession> {
   return requestJson<CheckoutSession>(url, init, { timeoutMs: REQUEST_TIMEOUT_MS });
 }
 
-function randomKey(): string {
+/** One random key per opened dialog: a retried session creation is the same session. */
+export function newIdempotencyKey(): string {
   const bytes = new Uint8Array(16);
   crypto.getRandomValues(bytes);
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
@@ -20,7 +21,7 @@ export function createSession(
   baseUrl: string,
   publishableKey: string,
   body: { skill: string; endpointId?: string },
-  idempotencyKey: string = randomKey(),
+  idempotencyKey: string = newIdempotencyKey(),
 ): Promise<CheckoutSession> {
   return call(`${baseUrl}/api/v1/checkout/sessions`, {
     method: 'POST',

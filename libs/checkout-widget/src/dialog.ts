@@ -10,14 +10,22 @@ function installStyles(): void {
   stylesInstalled = true;
 }
 
+/** An element with its attributes, and its text or its children. */
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   attributes: Record<string, string> = {},
-  text?: string,
+  content?: string | Array<Node | string>,
 ): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  if (text !== undefined) node.textContent = text;
+  if (typeof content === 'string') node.textContent = content;
+  else if (content) node.append(...content);
+  return node;
+}
+
+function button(attributes: Record<string, string>, text: string, onClick: () => void): HTMLButtonElement {
+  const node = el('button', { type: 'button', ...attributes }, text);
+  node.addEventListener('click', onClick);
   return node;
 }
 
@@ -64,13 +72,9 @@ export class PaymentDialog {
       'aria-describedby': `${id}-status`,
       'data-paygate': 'dialog',
     });
-    const close = el(
-      'button',
-      { type: 'button', class: 'pgc-close', 'aria-label': 'Close payment dialog' },
-      '×',
+    const close = button({ class: 'pgc-close', 'aria-label': 'Close payment dialog' }, '×', () =>
+      this.onClose(),
     );
-    close.addEventListener('click', () => this.onClose());
-    this.root.append(close, el('h2', { id: `${id}-title` }, title));
     this.body = el('div');
     this.statusRegion = el('p', {
       id: `${id}-status`,
@@ -79,7 +83,7 @@ export class PaymentDialog {
       'aria-live': 'polite',
       'data-paygate': 'status',
     });
-    this.root.append(this.body, this.statusRegion);
+    this.root.append(close, el('h2', { id: `${id}-title` }, title), this.body, this.statusRegion);
     this.backdrop.append(this.root);
     this.backdrop.addEventListener('click', (event) => {
       if (event.target === this.backdrop) this.onClose();
@@ -132,9 +136,6 @@ export class PaymentDialog {
     canUseWallet: boolean;
     onWallet: () => void;
   }): void {
-    this.body.replaceChildren();
-    this.body.append(el('p', { class: 'pgc-desc', 'data-paygate': 'description' }, input.description));
-    this.body.append(el('p', { 'data-paygate': 'instructions' }, paymentInstructions(input)));
     const qr = el('div', {
       class: 'pgc-qr',
       role: 'img',
@@ -144,40 +145,33 @@ export class PaymentDialog {
     });
     qr.innerHTML = input.qrSvg;
     qr.querySelector('svg')?.setAttribute('aria-hidden', 'true');
-    this.body.append(qr);
-    const list = el('dl');
-    list.append(
-      this.copyField('Amount (USDC)', input.amount, 'amount'),
-      this.copyField('Address', input.address, 'address'),
-    );
-    this.body.append(list);
-    const timerLine = el('p', {}, 'Time left: ');
     this.timer = el('span', {
       class: 'pgc-timer',
       role: 'timer',
       'aria-live': 'off',
       'data-paygate': 'countdown',
     });
-    timerLine.append(this.timer);
-    this.body.append(timerLine);
+    this.body.replaceChildren(
+      el('p', { class: 'pgc-desc', 'data-paygate': 'description' }, input.description),
+      el('p', { 'data-paygate': 'instructions' }, paymentInstructions(input)),
+      qr,
+      el('dl', {}, [
+        this.copyField('Amount (USDC)', input.amount, 'amount'),
+        this.copyField('Address', input.address, 'address'),
+      ]),
+      el('p', {}, ['Time left: ', this.timer]),
+    );
     if (input.canUseWallet) {
-      const wallet = el(
-        'button',
-        { type: 'button', class: 'pgc-primary', 'data-paygate': 'wallet' },
-        'Pay with browser wallet',
+      this.body.append(
+        button({ class: 'pgc-primary', 'data-paygate': 'wallet' }, 'Pay with browser wallet', input.onWallet),
       );
-      wallet.addEventListener('click', input.onWallet);
-      this.body.append(wallet);
     }
   }
 
   private copyField(label: string, value: string, key: string): HTMLDivElement {
-    const field = el('div', { class: 'pgc-field' });
-    const dd = el('dd');
     const valueNode = el('span', { class: 'pgc-value', 'data-paygate': key }, value);
-    const copy = el('button', { type: 'button', 'aria-label': `Copy ${label.toLowerCase()}` }, 'Copy');
     const done = el('span', { class: 'pgc-sr', 'aria-live': 'polite' });
-    copy.addEventListener('click', async () => {
+    const copy = button({ 'aria-label': `Copy ${label.toLowerCase()}` }, 'Copy', async () => {
       try {
         await navigator.clipboard.writeText(value);
       } catch {
@@ -195,9 +189,7 @@ export class PaymentDialog {
         done.textContent = '';
       }, 2000);
     });
-    dd.append(valueNode, copy, done);
-    field.append(el('dt', {}, label), dd);
-    return field;
+    return el('div', { class: 'pgc-field' }, [el('dt', {}, label), el('dd', {}, [valueNode, copy, done])]);
   }
 
   setCountdown(secondsLeft: number): void {
@@ -210,25 +202,17 @@ export class PaymentDialog {
 
   /** Replaces the details by a final message (paid, expired, error) with a button to close. */
   showFinal(state: DialogState, heading: string, detail: string): void {
-    this.body.replaceChildren();
-    this.body.append(el('p', { class: 'pgc-desc', 'data-paygate': 'final' }, heading));
+    const done = button({ class: 'pgc-primary', 'data-paygate': 'done' }, 'Close', () => this.onClose());
+    this.body.replaceChildren(el('p', { class: 'pgc-desc', 'data-paygate': 'final' }, heading));
     if (detail) this.body.append(el('p', { 'data-paygate': 'final-detail' }, detail));
-    const done = el('button', { type: 'button', class: 'pgc-primary', 'data-paygate': 'done' }, 'Close');
-    done.addEventListener('click', () => this.onClose());
     this.body.append(done);
     this.setStatus(state, heading);
     done.focus();
   }
 
   showRetry(message: string, onRetry: () => void): void {
-    this.body.replaceChildren();
-    const retry = el(
-      'button',
-      { type: 'button', class: 'pgc-primary', 'data-paygate': 'retry' },
-      'Try again',
-    );
-    retry.addEventListener('click', onRetry);
-    this.body.append(retry);
+    const retry = button({ class: 'pgc-primary', 'data-paygate': 'retry' }, 'Try again', onRetry);
+    this.body.replaceChildren(retry);
     this.setStatus('error', message);
     retry.focus();
   }

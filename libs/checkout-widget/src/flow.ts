@@ -1,7 +1,7 @@
 import { eip681TransferUri } from '@paygate/chain';
 import { formatUsdcExact, parseUsdc } from '@paygate/money';
 import QRCode from 'qrcode';
-import { ApiError, createSession, lookupTransactionId } from './api';
+import { ApiError, createSession, lookupTransactionId, newIdempotencyKey } from './api';
 import { PaymentDialog } from './dialog';
 import { LiveStatus } from './live';
 import type {
@@ -15,7 +15,7 @@ import { payWithProvider, type WalletError } from './wallet';
 
 const PAID_STATUSES = new Set(['paid', 'paid_late', 'overpaid']);
 
-export function toPaymentResult(session: CheckoutSession, transactionId: string | null): PaymentResult {
+function toPaymentResult(session: CheckoutSession, transactionId: string | null): PaymentResult {
   return {
     sessionId: session.sessionId,
     transactionId,
@@ -33,13 +33,6 @@ export function toPaymentResult(session: CheckoutSession, transactionId: string 
     description: session.description,
     paidAt: session.updatedAt,
   };
-}
-
-/** One random key per opened dialog: a retried session creation is the same session. */
-function newIdempotencyKey(): string {
-  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join(
-    '',
-  );
 }
 
 /** Calls a seller's callback; one that throws is logged, never breaks the dialog. */
@@ -185,7 +178,6 @@ export class CheckoutFlow {
       pollIntervalMs: this.options.pollIntervalMs ?? 2000,
       webSocket: this.options.webSocket !== false,
       onSession: (update) => this.onSession(update),
-      onFetchError: () => undefined, // polling retries on its own schedule
     });
     this.live.start();
   }

@@ -1,13 +1,12 @@
 import { getSession } from './api';
 import type { CheckoutSession } from './types';
 
-export interface LiveStatusOptions {
+interface LiveStatusOptions {
   baseUrl: string;
   sessionId: string;
   pollIntervalMs: number;
   webSocket: boolean;
   onSession: (session: CheckoutSession) => void;
-  onFetchError: (error: Error) => void;
 }
 
 /** How long the socket may take to open before the widget falls back to polling. */
@@ -78,13 +77,11 @@ export class LiveStatus {
     this.pollTimer = setTimeout(tick, 0);
   }
 
-  /** One immediate read (for example when the countdown reaches zero). */
+  /** One immediate read (for example when the countdown reaches zero); a failed one waits for the next poll. */
   async refresh(): Promise<void> {
     try {
       this.options.onSession(await getSession(this.options.baseUrl, this.options.sessionId));
-    } catch (error) {
-      this.options.onFetchError(error as Error);
-    }
+    } catch {}
   }
 
   stop(): void {

@@ -9,14 +9,9 @@ import { ApiError, requestJson } from '@paygate/browser-api';
 import type { Eip1193Provider } from './types';
 
 /**
- * Buyer refund requests from the page the buyer paid on, the browser twin of @paygate/agent-client's
- * `agent.requestRefund`: the same public route (escrow-ledger `POST /api/v1/refund-requests`, no key) and the
- * same EIP-191 message (agent-client's `refundRequestMessage`, the one the ledger verifies with; its module
- * imports nothing from ethers at run time, so the browser bundle stays small), signed with `personal_sign` by
- * the buyer's EIP-1193 wallet (the wallet that paid).
- *
- * The payment is named by the ledger's `transactionId` (PaymentResult.transactionId), its transfer (`txHash`,
- * plus `logIndex` when one transaction paid several times) or its checkout session (`sessionId`).
+ * Buyer refund requests from the page the buyer paid on, the browser twin of agent-client's `agent.requestRefund`:
+ * the same public route and EIP-191 message (its module imports nothing from ethers at run time), signed with
+ * `personal_sign` by the wallet that paid.
  */
 export type {
   RefundRequestSigning,
