@@ -74,15 +74,21 @@ export function App(props: { firstLogin?: SignInResult } = {}) {
       <a class="skip-link" href="#main">
         Skip to content
       </a>
-      <Header route={route} session={session} liveStatus={liveStatus} onSignOut={signOut} />
+      <Header route={route} liveStatus={liveStatus} />
       <main id="main" class="container" tabIndex={-1}>
         {outage.since && <OutageBanner since={outage.since} />}
         {firstLogin?.apiKey ? (
-          <FirstLoginSecret
-            apiKey={firstLogin.apiKey}
-            publishableKey={firstLogin.publishableKey}
+          <SecretOnce
+            label="secret API key (sk_)"
+            value={firstLogin.apiKey}
             onDone={() => setFirstLogin(undefined)}
-          />
+          >
+            <p>
+              Welcome to Paygate. Your servers use this key for the gateway middleware and server-to-server
+              calls (<code>Authorization: Bearer sk_…</code>). Your publishable key, safe in web pages, is{' '}
+              <code>{firstLogin.publishableKey}</code>.
+            </p>
+          </SecretOnce>
         ) : (
           <Routes route={route} />
         )}
@@ -161,16 +167,12 @@ function useRouteTitleAndFocus(route: string) {
 }
 
 /** The navigation, who is signed in, how the data stays current, and whether this is test mode. */
-function Header(props: {
-  route: string;
-  session: Session;
-  liveStatus: LiveStatus;
-  onSignOut: (reason?: string) => void;
-}) {
-  const { session, liveStatus } = props;
+function Header(props: { route: string; liveStatus: LiveStatus }) {
+  const { session } = useDashboard();
+  const { liveStatus } = props;
   return (
     <header class="container">
-      <MainNav route={props.route} onSignOut={props.onSignOut} />
+      <MainNav route={props.route} />
       <p class="who">
         Signed in as <code>{session.walletAddress}</code>{' '}
         <span class={`live-status ${liveStatus}`} data-testid="live-status" data-status={liveStatus}>
@@ -191,8 +193,8 @@ function Header(props: {
   );
 }
 
-function MainNav(props: { route: string; onSignOut: (reason?: string) => void }) {
-  const { api } = useDashboard();
+function MainNav(props: { route: string }) {
+  const { api, signOut } = useDashboard();
   return (
     <nav aria-label="Main">
       <ul>
@@ -215,7 +217,7 @@ function MainNav(props: { route: string; onSignOut: (reason?: string) => void })
             onClick={async () => {
               // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
               await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
-              props.onSignOut('You signed out.');
+              signOut('You signed out.');
             }}
           >
             Sign out
@@ -233,19 +235,6 @@ function OutageBanner(props: { since: Date }) {
       you see may be out of date and actions may fail; nothing is lost. The page tries again within{' '}
       {POLL_REFRESH_MS / 1000} seconds.
     </p>
-  );
-}
-
-/** The secret API key of a first sign-in, shown once, with the publishable key. */
-function FirstLoginSecret(props: { apiKey: string; publishableKey: string; onDone: () => void }) {
-  return (
-    <SecretOnce label="secret API key (sk_)" value={props.apiKey} onDone={props.onDone}>
-      <p>
-        Welcome to Paygate. Your servers use this key for the gateway middleware and server-to-server calls (
-        <code>Authorization: Bearer sk_…</code>). Your publishable key, safe in web pages, is{' '}
-        <code>{props.publishableKey}</code>.
-      </p>
-    </SecretOnce>
   );
 }
 

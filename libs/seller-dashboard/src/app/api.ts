@@ -85,11 +85,13 @@ export function plainMessage(error: unknown): string {
       error.requestId ? `; quote request id ${error.requestId} if it persists` : ''
     }.`;
   const field = error.field ? humanField(error.field) : '';
-  // The API's messages usually start with the field's own name ("description must be …"): say it once.
+  return field ? `${field}: ${fieldRule(error)}` : error.message;
+}
+
+/** The API's messages usually start with the field's own name ("description must be …"): said once. */
+function fieldRule(error: ApiError): string {
   const bare = error.field?.replace(/^\/|^body\./, '') ?? '';
-  const message =
-    bare && error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
-  return field ? `${field}: ${message}` : message;
+  return bare && error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
 }
 
 /** `endpoints[0].priceUsdc` → "Endpoint 1 price". */
@@ -130,9 +132,7 @@ export function humanField(field: string): string {
 export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError) || !error.field) return {};
   const key = error.field.replace(/^\/|^body\./, '').replace(/\//g, '.');
-  const bare = error.field.replace(/^\/|^body\./, '');
-  const rule = error.message.startsWith(`${bare} `) ? error.message.slice(bare.length + 1) : error.message;
-  return { [key]: `${humanField(error.field)} ${rule}` };
+  return { [key]: `${humanField(error.field)} ${fieldRule(error)}` };
 }
 
 export function newIdempotencyKey(): string {

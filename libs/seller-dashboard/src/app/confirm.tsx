@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { RequiredMark } from './ui-forms';
+import { TextField } from './ui-forms';
 
 export interface ConfirmOptions {
   title: string;
@@ -74,10 +74,13 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
             {options.effect}
           </p>
           {options.input && (
-            <ConfirmInput
-              input={options.input}
-              value={input}
+            <TextField
+              id="confirm-input"
+              label={options.input.label}
+              hint={options.input.hint}
+              required={options.input.required}
               error={inputError}
+              value={input}
               onValue={(value) => {
                 setInputError(undefined);
                 setInput(value);
@@ -106,40 +109,5 @@ function ConfirmFacts(props: { facts: ConfirmOptions['facts'] }) {
         </>
       ))}
     </dl>
-  );
-}
-
-/** The text the seller gives with the action (a rejection reason), with its hint and its error. */
-function ConfirmInput(props: {
-  input: NonNullable<ConfirmOptions['input']>;
-  value: string;
-  error: string | undefined;
-  onValue: (value: string) => void;
-}) {
-  const { input, error } = props;
-  return (
-    <div class="field">
-      <label for="confirm-input">
-        {input.label}
-        {input.required && <RequiredMark />}
-      </label>
-      <input
-        id="confirm-input"
-        value={props.value}
-        aria-required={input.required}
-        aria-invalid={error ? true : undefined}
-        aria-describedby={
-          [input.hint && 'confirm-input-hint', error && 'confirm-input-error'].filter(Boolean).join(' ') ||
-          undefined
-        }
-        onInput={(e) => props.onValue((e.target as HTMLInputElement).value)}
-      />
-      {input.hint && <small id="confirm-input-hint">{input.hint}</small>}
-      {error && (
-        <small id="confirm-input-error" class="field-error">
-          {error}
-        </small>
-      )}
-    </div>
   );
 }

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import { ApiError, fieldErrors } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
-import type { Delivery, WebhookEndpoint } from './types';
+import type { Page, WebhookEndpoint } from './types';
 import {
   type Action,
   ActionButton,
@@ -21,17 +21,11 @@ const ALL = '*';
 
 type OnSecret = (secret: { label: string; value: string }) => void;
 
-/**
- * Webhook endpoints beside the account's webhook URL: each with the events it wants and its own signing secret
- * (shown once, when created or rotated), a test event on demand, turned off and on, deleted.
- */
 export function WebhookEndpoints(props: { onSecret: OnSecret }) {
   const { api } = useDashboard();
-  const list = useLoad(
-    () => api.request<{ data: WebhookEndpoint[] }>('GET', '/api/v1/webhooks/endpoints'),
-    [],
-    { live: true },
-  );
+  const list = useLoad(() => api.request<Page<WebhookEndpoint>>('GET', '/api/v1/webhooks/endpoints'), [], {
+    live: true,
+  });
   const action = useAction();
   const confirm = useConfirm();
   const [notice, setNotice] = useState<string>();
@@ -95,8 +89,7 @@ function SecretMissing(props: { action: Action; onNotice: (notice: string) => vo
   );
 }
 
-/** One endpoint: its URL, state and events, and its buttons. */
-function EndpointItem(props: {
+interface EndpointProps {
   endpoint: WebhookEndpoint;
   action: Action;
   ask: ReturnType<typeof useConfirm>['ask'];
@@ -104,7 +97,9 @@ function EndpointItem(props: {
   onChanged: () => void;
   onNotice: (notice: string) => void;
   onSecret: OnSecret;
-}) {
+}
+
+function EndpointItem(props: EndpointProps) {
   const { endpoint } = props;
   return (
     <li data-testid="endpoint">
@@ -123,7 +118,7 @@ function EndpointItem(props: {
 }
 
 /** Send a test event, turn off or on, rotate the secret, delete (the last two after a confirmation). */
-function EndpointActions(props: Parameters<typeof EndpointItem>[0]) {
+function EndpointActions(props: EndpointProps) {
   const { api } = useDashboard();
   const { endpoint, action, ask } = props;
   const path = `/api/v1/webhooks/endpoints/${endpoint.id}`;
@@ -131,14 +126,14 @@ function EndpointActions(props: Parameters<typeof EndpointItem>[0]) {
     <div class="actions">
       <ActionButton
         action={action}
-        call={() => api.request<Delivery>('POST', `${path}/test`)}
+        call={() => api.request('POST', `${path}/test`)}
         done={() => props.onNotice(`Test event sent to ${endpoint.url}: see its delivery below.`)}
       >
         Send test event
       </ActionButton>
       <ActionButton
         action={action}
-        call={() => api.request<WebhookEndpoint>('PATCH', path, { body: { enabled: !endpoint.enabled } })}
+        call={() => api.request('PATCH', path, { body: { enabled: !endpoint.enabled } })}
         done={props.onChanged}
       >
         {endpoint.enabled ? 'Turn off' : 'Turn on'}
@@ -153,9 +148,7 @@ function EndpointActions(props: Parameters<typeof EndpointItem>[0]) {
             confirmLabel: 'Rotate',
           })
         }
-        call={() =>
-          api.request<{ endpoint: WebhookEndpoint; secret: string }>('POST', `${path}/rotate-secret`)
-        }
+        call={() => api.request<{ secret: string }>('POST', `${path}/rotate-secret`)}
         done={(rotated) =>
           props.onSecret({ label: `new signing secret of ${endpoint.url}`, value: rotated.secret })
         }
@@ -185,7 +178,7 @@ function EndpointActions(props: Parameters<typeof EndpointItem>[0]) {
   );
 }
 
-/** A new endpoint: its URL, description and events; its signing secret is shown once when it is created. */
+/** A new endpoint; its signing secret is shown once when it is created. */
 function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
   const { api } = useDashboard();
   const { action } = props;

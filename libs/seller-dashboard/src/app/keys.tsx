@@ -1,14 +1,14 @@
-import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime } from './format';
-import type { Account, ApiKeyInfo } from './types';
-import { CopyButton, ErrorNote, Notice, useAction } from './ui';
+import type { Account } from './types';
+import { type Action, CopyButton, ErrorNote, Notice, useAction } from './ui';
 import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
 type Rotatable = 'api-key' | 'publishable-key' | 'webhook-secret';
+type OnSecret = (secret: { label: string; value: string }) => void;
 
 /** How the secret key is rotated: its successor's name, and how long the current one keeps working. */
 interface RotationOptions {
@@ -17,11 +17,7 @@ interface RotationOptions {
   newKeyName: string;
 }
 
-export function Keys(props: {
-  account: Account;
-  onChanged: () => void;
-  onSecret: (secret: { label: string; value: string }) => void;
-}) {
+export function Keys(props: { account: Account; onChanged: () => void; onSecret: OnSecret }) {
   const a = props.account;
   const keys = useKeyRotation(props.onChanged, props.onSecret);
   const { action } = keys;
@@ -74,7 +70,7 @@ export function Keys(props: {
 }
 
 /** Rotates a key or secret after its confirmation (the secret key with the rotation options chosen). */
-function useKeyRotation(onChanged: () => void, onSecret: (secret: { label: string; value: string }) => void) {
+function useKeyRotation(onChanged: () => void, onSecret: OnSecret) {
   const { api } = useDashboard();
   const action = useAction();
   const confirm = useConfirm();
@@ -85,25 +81,18 @@ function useKeyRotation(onChanged: () => void, onSecret: (secret: { label: strin
     newKeyName: '',
   });
   const rotate = async (what: Rotatable) => {
-    const answer = await confirm.ask({
-      ...rotationPrompt(what, rotation),
-      facts: [],
-      confirmLabel: 'Rotate',
-    });
-    if (!answer) return;
+    const [title, effect] = rotationPrompt(what, rotation);
+    if (!(await confirm.ask({ title, effect, facts: [], confirmLabel: 'Rotate' }))) return;
     const { revokeImmediately, overlapHours, newKeyName } = rotation;
+    const body = {
+      ...(revokeImmediately ? { revokeImmediately: true } : { overlapHours }),
+      ...(newKeyName.trim() ? { name: newKeyName.trim() } : {}),
+    };
     const result = await action.run(() =>
-      api.request<{ apiKey?: string; webhookSecret?: string; publishableKey?: string }>(
+      api.request<{ apiKey?: string; webhookSecret?: string }>(
         'POST',
         `/api/v1/account/${what}/rotate`,
-        what === 'api-key'
-          ? {
-              body: {
-                ...(revokeImmediately ? { revokeImmediately: true } : { overlapHours }),
-                ...(newKeyName.trim() ? { name: newKeyName.trim() } : {}),
-              },
-            }
-          : undefined,
+        what === 'api-key' ? { body } : undefined,
       ),
     );
     if (!result) return;
@@ -116,29 +105,43 @@ function useKeyRotation(onChanged: () => void, onSecret: (secret: { label: strin
   return { action, confirm, notice, setNotice, rotation, setRotation, rotate };
 }
 
-/** What the confirmation asks before a rotation, and what happens to the current key or secret. */
-function rotationPrompt(what: Rotatable, options: RotationOptions): { title: string; effect: string } {
-  const { revokeImmediately, overlapHours } = options;
-  const warnings = {
-    'api-key': revokeImmediately
-      ? 'Rotate the secret API key and revoke the current one? The current sk_ key stops working at once on every server that uses it, and requests Paygate forwards to your API are signed with the new key only: deploy it where verifyPaygateRequest runs.'
-      : `Rotate the secret API key? The current sk_ key keeps working for ${overlapLabel(overlapHours)} (until about ${dateTime(new Date(Date.now() + overlapHours * 3_600_000).toISOString())}), while Paygate signs requests to your API with both keys: deploy the new one before it ends.`,
-    'publishable-key': 'Rotate the publishable key? Pages that embed the current pk_ key must be updated.',
-    'webhook-secret':
-      'Rotate the webhook signing secret? Your webhook handler must use the new secret. The secret of every webhook endpoint is derived from it and changes too: rotate each endpoint to see its new one.',
-  };
-  const titles = {
-    'api-key': 'Rotate the secret API key?',
-    'publishable-key': 'Rotate the publishable key?',
-    'webhook-secret': 'Rotate the webhook signing secret?',
-  };
-  return { title: titles[what], effect: warnings[what].replace(/^[^?]*\? /, '') };
+/** The confirmation's title, and what happens to the current key or secret. */
+function rotationPrompt(
+  what: Rotatable,
+  { revokeImmediately, overlapHours }: RotationOptions,
+): [string, string] {
+  if (what === 'publishable-key')
+    return ['Rotate the publishable key?', 'Pages that embed the current pk_ key must be updated.'];
+  if (what === 'webhook-secret')
+    return [
+      'Rotate the webhook signing secret?',
+      'Your webhook handler must use the new secret. The secret of every webhook endpoint is derived from it and changes too: rotate each endpoint to see its new one.',
+    ];
+  const until = dateTime(new Date(Date.now() + overlapHours * 3_600_000).toISOString());
+  return [
+    'Rotate the secret API key?',
+    revokeImmediately
+      ? 'The current sk_ key stops working at once on every server that uses it, and requests Paygate forwards to your API are signed with the new key only: deploy it where verifyPaygateRequest runs.'
+      : `The current sk_ key keeps working for ${overlapLabel(overlapHours)} (until about ${until}), while Paygate signs requests to your API with both keys: deploy the new one before it ends.`,
+  ];
 }
 
 /** The current secret key and, during a rotation's overlap, the previous one: never the key itself. */
 function ApiKeysTable(props: { account: Account }) {
   const a = props.account;
-  const keyPrefix = a.publishableKey.startsWith('pk_live_') ? 'sk_live_' : 'sk_test_';
+  const prefix = a.publishableKey.startsWith('pk_live_') ? 'sk_live_' : 'sk_test_';
+  const rows = [
+    a.apiKey && { id: 'api-key-current', info: a.apiKey, works: <>current (version {a.apiKeyVersion})</> },
+    a.previousApiKey && {
+      id: 'api-key-previous',
+      info: a.previousApiKey,
+      works: (
+        <>
+          <strong>until {dateTime(a.previousApiKey.expiresAt)}</strong> (rotation overlap)
+        </>
+      ),
+    },
+  ];
   return (
     <>
       <ScrollTable
@@ -146,20 +149,21 @@ function ApiKeysTable(props: { account: Account }) {
         columns={['Name', 'Key', 'Created', 'Last used', 'Works']}
         testId="api-keys"
       >
-        {a.apiKey && (
-          <ApiKeyRow
-            testId="api-key-current"
-            lastUsedTestId="api-key-last-used"
-            info={a.apiKey}
-            prefix={keyPrefix}
-          >
-            current (version {a.apiKeyVersion})
-          </ApiKeyRow>
-        )}
-        {a.previousApiKey && (
-          <ApiKeyRow testId="api-key-previous" info={a.previousApiKey} prefix={keyPrefix}>
-            <strong>until {dateTime(a.previousApiKey.expiresAt)}</strong> (rotation overlap)
-          </ApiKeyRow>
+        {rows.map(
+          (row) =>
+            row && (
+              <tr key={row.id} data-testid={row.id}>
+                <td>{row.info.name}</td>
+                <td>
+                  <code>{`${prefix}…${row.info.hint ?? ''}`}</code>
+                </td>
+                <td>{dateTime(row.info.createdAt)}</td>
+                <td data-testid={row.id === 'api-key-current' ? 'api-key-last-used' : undefined}>
+                  {row.info.lastUsedAt ? dateTime(row.info.lastUsedAt) : 'never'}
+                </td>
+                <td>{row.works}</td>
+              </tr>
+            ),
         )}
       </ScrollTable>
       <p class="key-note">
@@ -172,30 +176,8 @@ function ApiKeysTable(props: { account: Account }) {
   );
 }
 
-function ApiKeyRow(props: {
-  testId: string;
-  lastUsedTestId?: string;
-  info: ApiKeyInfo;
-  prefix: string;
-  /** Until when the key works. */
-  children: ComponentChildren;
-}) {
-  const { info, prefix } = props;
-  return (
-    <tr data-testid={props.testId}>
-      <td>{info.name}</td>
-      <td>
-        <code>{info.hint ? `${prefix}…${info.hint}` : `${prefix}…`}</code>
-      </td>
-      <td>{info.createdAt ? dateTime(info.createdAt) : '—'}</td>
-      <td data-testid={props.lastUsedTestId}>{info.lastUsedAt ? dateTime(info.lastUsedAt) : 'never'}</td>
-      <td>{props.children}</td>
-    </tr>
-  );
-}
-
 /** Names the current key (where it is used); the name is all that changes. */
-function KeyNameForm(props: { account: Account; action: ReturnType<typeof useAction>; onSaved: () => void }) {
+function KeyNameForm(props: { account: Account; action: Action; onSaved: () => void }) {
   const { api } = useDashboard();
   const [keyName, setKeyName] = useState(props.account.apiKey?.name ?? '');
   const { action } = props;
@@ -204,12 +186,9 @@ function KeyNameForm(props: { account: Account; action: ReturnType<typeof useAct
       class="inline-form"
       onSubmit={async (event) => {
         event.preventDefault();
-        const saved = await action.run(() =>
-          api.request<Account>('PATCH', '/api/v1/account/api-key', {
-            body: { name: keyName.trim() },
-          }),
-        );
-        if (saved) props.onSaved();
+        const body = { name: keyName.trim() };
+        if (await action.run(() => api.request('PATCH', '/api/v1/account/api-key', { body })))
+          props.onSaved();
       }}
     >
       <TextField

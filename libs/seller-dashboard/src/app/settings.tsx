@@ -34,9 +34,9 @@ export function SettingsPage() {
   );
 }
 
+/** `onSaved`: the account as saved (a secret shown once replaces the page, and the form comes back from it). */
 function PayoutSettings(props: {
   account: Account;
-  /** The account as saved: a secret shown once replaces the page, and the form comes back from this. */
   onSaved: (account: Account) => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
@@ -68,11 +68,19 @@ function PayoutSettings(props: {
           'Paygate posts signed events here (payments, refunds, payout-address changes); empty removes it',
         )}
         <div class="grid">
-          <SettlementFrequencyField
-            value={form.settlementFrequency}
+          <SelectField
+            id="acct-settlementFrequency"
+            label="Settlement frequency"
             error={errors.settlementFrequency}
-            onChange={(settlementFrequency) => setForm({ ...form, settlementFrequency })}
-          />
+            value={form.settlementFrequency}
+            onValue={(value) =>
+              setForm({ ...form, settlementFrequency: value as Account['settlementFrequency'] })
+            }
+          >
+            <option value="DAILY">Daily</option>
+            <option value="WEEKLY">Weekly</option>
+            <option value="MONTHLY">Monthly</option>
+          </SelectField>
           {input(
             'minimumSettlement',
             'Minimum settlement (USDC)',
@@ -116,26 +124,6 @@ function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
       props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
   };
   return { form, setForm, saved, setSaved, save, submit };
-}
-
-function SettlementFrequencyField(props: {
-  value: Account['settlementFrequency'];
-  error: string | undefined;
-  onChange: (frequency: Account['settlementFrequency']) => void;
-}) {
-  return (
-    <SelectField
-      id="acct-settlementFrequency"
-      label="Settlement frequency"
-      error={props.error}
-      value={props.value}
-      onValue={(value) => props.onChange(value as Account['settlementFrequency'])}
-    >
-      <option value="DAILY">Daily</option>
-      <option value="WEEKLY">Weekly</option>
-      <option value="MONTHLY">Monthly</option>
-    </SelectField>
-  );
 }
 
 /**

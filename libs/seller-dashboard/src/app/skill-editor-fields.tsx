@@ -11,7 +11,7 @@ import {
   usesShipping,
 } from './skill-form';
 import type { SkillType } from './types';
-import { Field, TextField } from './ui-forms';
+import { Field, SelectField, TextField } from './ui-forms';
 
 /** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
 interface DraftProps {
@@ -38,28 +38,18 @@ export function FormErrorSummary(props: { errors: Record<string, string> }) {
   );
 }
 
-function DraftInput(
-  props: DraftProps & {
-    field: keyof SkillDraft;
-    label: string;
-    hint?: string;
-    type?: string;
-    required?: boolean;
-  },
+/** A text field of the draft: its control's id, error, value and change, and the input's name. */
+function draftField(
+  props: DraftProps,
+  key: 'categories' | 'apiBaseUrl' | 'durationDays' | 'holdPeriodHours',
 ) {
-  const key = props.field;
-  return (
-    <TextField
-      id={`skill-${key}`}
-      label={props.label}
-      hint={props.hint}
-      error={props.errors[key]}
-      required={props.required ?? false}
-      value={props.draft[key] as string}
-      onValue={(value) => props.set({ [key]: value })}
-      input={{ type: props.type ?? 'text', name: key }}
-    />
-  );
+  return {
+    id: `skill-${key}`,
+    error: props.errors[key],
+    value: props.draft[key],
+    onValue: (value: string) => props.set({ [key]: value }),
+    input: { type: key === 'durationDays' ? 'number' : key === 'apiBaseUrl' ? 'url' : 'text', name: key },
+  };
 }
 
 /** Display name, name (a new skill only: it derives from the display name until typed), description, categories. */
@@ -123,9 +113,8 @@ export function AboutFieldset(
           />
         )}
       </Field>
-      <DraftInput
-        {...props}
-        field="categories"
+      <TextField
+        {...draftField(props, 'categories')}
         label="Categories"
         hint="comma-separated tags for discovery, e.g. weather, data"
       />
@@ -137,67 +126,55 @@ function TypeAndMode(props: DraftProps) {
   const { draft, errors, set } = props;
   return (
     <div class="grid">
-      <Field id="skill-type" label="Type" error={errors.type}>
-        {(aria) => (
-          <select
-            {...(aria as object)}
-            name="type"
-            value={draft.type}
-            onChange={(e) => set({ type: (e.target as HTMLSelectElement).value as SkillType })}
-          >
-            {SKILL_TYPES.map((type) => (
-              <option key={type} value={type}>
-                {type}
-              </option>
-            ))}
-          </select>
-        )}
-      </Field>
-      <Field
+      <SelectField
+        id="skill-type"
+        label="Type"
+        error={errors.type}
+        value={draft.type}
+        onValue={(type) => set({ type: type as SkillType })}
+        select={{ name: 'type' }}
+      >
+        {SKILL_TYPES.map((type) => (
+          <option key={type} value={type}>
+            {type}
+          </option>
+        ))}
+      </SelectField>
+      <SelectField
         id="skill-mode"
         label="Verification mode"
         hint="PROXY: Paygate calls your API. TICKET: the buyer calls you with a signed ticket."
         error={errors.mode}
+        value={draft.mode}
+        onValue={(mode) => set({ mode: mode as SkillDraft['mode'] })}
+        select={{ name: 'mode' }}
       >
-        {(aria) => (
-          <select
-            {...(aria as object)}
-            name="mode"
-            value={draft.mode}
-            onChange={(e) => set({ mode: (e.target as HTMLSelectElement).value as 'PROXY' | 'TICKET' })}
-          >
-            <option value="PROXY">PROXY (default)</option>
-            <option value="TICKET">TICKET</option>
-          </select>
-        )}
-      </Field>
+        <option value="PROXY">PROXY (default)</option>
+        <option value="TICKET">TICKET</option>
+      </SelectField>
     </div>
   );
 }
 
 /** Type, mode, API base URL, the type's own fields and the hold period (with the type's default shown). */
 export function SellingFieldset(props: DraftProps) {
-  const { draft, errors, set } = props;
+  const { draft, set } = props;
   const typeDefault = DEFAULT_HOLD_HOURS[draft.type];
   return (
     <fieldset>
       <legend>How it is sold</legend>
       <TypeAndMode {...props} />
-      <DraftInput
-        {...props}
-        field="apiBaseUrl"
+      <TextField
+        {...draftField(props, 'apiBaseUrl')}
         label="API base URL"
         hint="your API; https in production"
-        type="url"
         required
       />
       {usesDuration(draft.type) && (
-        <DraftInput
-          {...props}
-          field="durationDays"
+        <TextField
+          {...draftField(props, 'durationDays')}
           label="Access duration (days)"
           hint={`required for ${draft.type}`}
-          type="number"
         />
       )}
       {usesShipping(draft.type) && (
@@ -212,12 +189,9 @@ export function SellingFieldset(props: DraftProps) {
         </label>
       )}
       <TextField
-        id="skill-holdPeriodHours"
+        {...draftField(props, 'holdPeriodHours')}
         label="Hold period (hours in escrow before settlement)"
         hint={`0–168. Leave empty for the ${draft.type} default of ${typeDefault} h; applied: ${effectiveHoldHours(draft)} h`}
-        error={errors.holdPeriodHours}
-        value={draft.holdPeriodHours}
-        onValue={(holdPeriodHours) => set({ holdPeriodHours })}
         input={{
           type: 'number',
           min: 0,

@@ -62,13 +62,8 @@ export async function signInWithWallet(
   api: ApiClient,
   now = () => new Date(),
 ): Promise<SignInResult> {
-  let accounts: unknown;
-  try {
-    accounts = await provider.request({ method: 'eth_requestAccounts' });
-  } catch (error) {
-    throw new WalletError(walletRefusal(error, 'The wallet did not share an account.'));
-  }
-  const first = Array.isArray(accounts) ? accounts[0] : undefined;
+  const accounts = await walletAccounts(provider);
+  const first = accounts[0];
   if (typeof first !== 'string') throw new WalletError('The wallet has no account to sign in with.');
   const address = toChecksumAddress(first);
   const nonce = await api.request<{ nonce: string; domain: string; uri: string; chainId: number }>(
@@ -85,13 +80,12 @@ export async function signInWithWallet(
     chainId: nonce.chainId,
     issuedAt: now(),
   });
-  let signature: unknown;
-  try {
-    signature = await provider.request({ method: 'personal_sign', params: [toHexUtf8(message), address] });
-  } catch (error) {
-    throw new WalletError(walletRefusal(error, 'The wallet did not sign the sign-in message.'));
-  }
-  if (typeof signature !== 'string') throw new WalletError('The wallet returned no signature.');
+  const signature = await walletSign(
+    provider,
+    message,
+    address,
+    'The wallet did not sign the sign-in message.',
+  );
   return api.request<SignInResult>('POST', '/api/v1/auth/siwe/verify', { body: { message, signature } });
 }
 
@@ -105,25 +99,35 @@ export async function signWithAccountWallet(
   message: string,
 ): Promise<string> {
   if (!provider) throw new WalletError('No browser wallet found: the account wallet must sign this change.');
-  let accounts: unknown;
-  try {
-    accounts = await provider.request({ method: 'eth_requestAccounts' });
-  } catch (error) {
-    throw new WalletError(walletRefusal(error, 'The wallet did not share an account.'));
-  }
-  const held = Array.isArray(accounts) ? accounts.map((a) => String(a).toLowerCase()) : [];
+  const held = (await walletAccounts(provider)).map((a) => String(a).toLowerCase());
   if (!held.includes(walletAddress.toLowerCase()))
     throw new WalletError(
       `Switch your wallet to the account's wallet ${walletAddress}: only it can sign this change.`,
     );
+  return walletSign(
+    provider,
+    message,
+    toChecksumAddress(walletAddress),
+    'The wallet did not sign the change.',
+  );
+}
+
+async function walletAccounts(provider: Eip1193Provider): Promise<unknown[]> {
+  try {
+    const accounts = await provider.request({ method: 'eth_requestAccounts' });
+    return Array.isArray(accounts) ? accounts : [];
+  } catch (error) {
+    throw new WalletError(walletRefusal(error, 'The wallet did not share an account.'));
+  }
+}
+
+/** personal_sign by this address; a refusal said in words (`fallback` unless the seller declined). */
+async function walletSign(provider: Eip1193Provider, message: string, address: string, fallback: string) {
   let signature: unknown;
   try {
-    signature = await provider.request({
-      method: 'personal_sign',
-      params: [toHexUtf8(message), toChecksumAddress(walletAddress)],
-    });
+    signature = await provider.request({ method: 'personal_sign', params: [toHexUtf8(message), address] });
   } catch (error) {
-    throw new WalletError(walletRefusal(error, 'The wallet did not sign the change.'));
+    throw new WalletError(walletRefusal(error, fallback));
   }
   if (typeof signature !== 'string') throw new WalletError('The wallet returned no signature.');
   return signature;
@@ -131,6 +135,5 @@ export async function signWithAccountWallet(
 
 function walletRefusal(error: unknown, fallback: string): string {
   const code = (error as { code?: number })?.code;
-  if (code === 4001) return 'You declined the request in your wallet. Nothing was signed.';
-  return fallback;
+  return code === 4001 ? 'You declined the request in your wallet. Nothing was signed.' : fallback;
 }
