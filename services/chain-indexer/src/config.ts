@@ -1,6 +1,4 @@
 import {
-  type ChainConfig,
-  type CommonConfig,
   ConfigError,
   chainConfig,
   commonConfig,
@@ -10,40 +8,17 @@ import {
   productionGuards,
 } from '@paygate/runtime';
 
-/** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own. */
-export interface ChainIndexerConfig extends CommonConfig, ChainConfig {
-  /** How often the head is polled; well inside the block time so a new block is seen within 250 ms. */
-  pollIntervalMs: number;
-  maxRangeBlocks: number;
-  /** Blocks scanned in one pass at most, so a long catch-up commits progress as it goes. */
-  maxBlocksPerPass: number;
-  /** Recent block hashes kept to detect reorgs (and to find their common ancestor). */
-  reorgWindowBlocks: number;
-  /** Older known blocks read at most for a reorg deeper than the window; deeper still it is not undone. */
-  deepReorgSearchBlocks: number;
-  /** First block to scan when there is no cursor yet (the escrow wallet's first use). */
-  startBlock: number;
-  leaderRetryMs: number;
-  /** CHECKOUT_ESCROW_ADDRESS (optional): the checkout wallet, watched beside the agent escrow. */
-  checkoutEscrowAddress: string | null;
-  /** The fixed wallets whose incoming USDC is reported: the escrow, and the checkout deposit wallet when set. */
-  watchedAddresses: string[];
-  /** Deposit addresses named in the log filters at most; beyond it every transfer is read. */
-  maxWatchedDepositAddresses: number;
-  /** Recipients per eth_getLogs call (its topic list); more addresses make more calls over the same range. */
-  addressesPerLogQuery: number;
-  /** A newly heard-of deposit address is first searched this many blocks back (it may already have been paid). */
-  depositBackfillBlocks: number;
-  /** ...and, when the indexer heard of it late (a backlog after a restart), back to its assignment time, at most this far. */
-  depositBackfillMaxBlocks: number;
-}
+/** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own (README table). */
+export type ChainIndexerConfig = ReturnType<typeof loadConfig>;
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): ChainIndexerConfig {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const common = commonConfig(env, { serviceName: 'chain-indexer', schema: 'indexer', port: 8084 });
   const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
   const parsed = parseEnv(env, {
+    // Well inside the block time, so a new block is seen within 250 ms.
     POLL_INTERVAL_MS: int({ default: 50, min: 1, max: 60_000 }),
     MAX_RANGE_BLOCKS: int({ default: 2000, min: 1 }),
+    // A long catch-up commits progress as it goes.
     MAX_BLOCKS_PER_PASS: int({ default: 20_000, min: 1 }),
     REORG_WINDOW_BLOCKS: int({ default: 128, min: 1 }),
     DEEP_REORG_SEARCH_BLOCKS: int({ default: 1000, min: 1, max: 100_000 }),

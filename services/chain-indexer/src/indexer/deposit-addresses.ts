@@ -11,10 +11,7 @@ const CLOCK_SKEW_SECONDS = 300;
 /** Addresses per lookup query (a bound on its parameter list). */
 const LOOKUP_BATCH = 5_000;
 
-/**
- * `deposit.address_assigned` → a watched address. Idempotent (the inbox, and the address as primary key), so a
- * redelivery or a restart changes nothing; the scanner reads the table, so what is watched survives restarts.
- */
+/** `deposit.address_assigned` → a watched address, in the table (survives restarts); idempotent on the address. */
 export function depositAddressConsumer(
   config: Pick<ChainIndexerConfig, 'chainId'>,
 ): DeclaredConsumer<IndexerDatabase> {

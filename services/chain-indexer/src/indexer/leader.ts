@@ -1,10 +1,7 @@
 import type { Logger } from '@paygate/telemetry';
 import pg from 'pg';
 
-/**
- * Leadership by a Postgres session advisory lock held on a dedicated connection: exactly one replica scans
- * the chain; when its process dies, its connection closes, the lock is released and another replica takes over.
- */
+/** One replica scans: a session advisory lock on its own connection, released when a dead leader's one closes. */
 export class AdvisoryLeadership {
   private client: pg.Client | undefined;
   private leading = false;

@@ -11,10 +11,7 @@ interface IndexerLoopOptions {
   leaderGauge?: Gauge;
 }
 
-/**
- * Polls the head every pollIntervalMs while leading (a new block is noticed within one interval), and retries
- * leadership every leaderRetryMs while following. A failed pass is logged and retried on the next tick.
- */
+/** Polls the head every pollIntervalMs while leading, and tries to lead every leaderRetryMs while following. */
 export class IndexerLoop extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
 

@@ -1,15 +1,13 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import type { Kysely, Selectable } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import type { IndexerDatabase } from './tables';
 import { transferEventFields } from './transfer-fields';
 
 /** Pending transfers published per pass at most; the rest wait for the next pass. */
 const PUBLISH_BATCH = 500;
-
-type TransferRow = Selectable<IndexerDatabase['transfers']>;
 
 /** `transfer.observed` once for each pending transfer confirmed at `head`, oldest first; returns how many. */
 export async function publishConfirmedTransfers(
@@ -42,26 +40,17 @@ export async function publishConfirmedTransfers(
         .where('status', '=', 'pending')
         .executeTakeFirst();
       if (Number(claimed.numUpdatedRows) !== 1) return;
-      await enqueueEvent(trx, observedEvent(config, transfer, head));
+      const data = {
+        ...transferEventFields(config, transfer),
+        confirmations: head - Number(transfer.block_number) + 1,
+        observedAt: new Date().toISOString(),
+      };
+      await enqueueEvent(
+        trx,
+        createEvent('transfer.observed', 'chain-indexer', data, { trace: currentTraceCarrier() }),
+      );
       published++;
     });
   }
   return published;
-}
-
-function observedEvent(
-  config: Pick<ChainIndexerConfig, 'chainId' | 'network'>,
-  transfer: TransferRow,
-  head: number,
-) {
-  return createEvent(
-    'transfer.observed',
-    'chain-indexer',
-    {
-      ...transferEventFields({ chainId: config.chainId, network: config.network }, transfer),
-      confirmations: head - Number(transfer.block_number) + 1,
-      observedAt: new Date().toISOString(),
-    },
-    { trace: currentTraceCarrier() },
-  );
 }

@@ -3,22 +3,9 @@ import type { ChainIndexerConfig } from '../config';
 import type { TransfersTable } from './tables';
 
 /** The chain a transfer was seen on, as the transfer events name it. */
-export interface TransferChain {
-  chainId: number;
-  network: ChainIndexerConfig['network'];
-}
+export type TransferChain = Pick<ChainIndexerConfig, 'chainId' | 'network'>;
 
-type StoredTransfer = Pick<
-  TransfersTable,
-  | 'tx_hash'
-  | 'log_index'
-  | 'block_number'
-  | 'block_hash'
-  | 'from_address'
-  | 'to_address'
-  | 'token'
-  | 'amount_micro'
->;
+type StoredTransfer = Omit<TransfersTable, 'chain_id' | 'status' | 'seen_at' | 'published_at' | 'reorged_at'>;
 
 /** What transfer.observed and transfer.reorged both say of a transfer: one mapping from the stored row. */
 export function transferEventFields(chain: TransferChain, transfer: StoredTransfer) {
