@@ -1,10 +1,10 @@
-/** A consumer's handler that throws one of these is redelivered, then dead-lettered: nothing is sent. */
 /** An error's short message for a log line or a row's last_error. */
 export function describe(error: unknown, limit = 300): string {
   const e = error as { shortMessage?: string; message?: string };
   return String(e?.shortMessage ?? e?.message ?? error).slice(0, limit);
 }
 
+/** A consumer's handler that throws one of these is redelivered, then dead-lettered: nothing is sent. */
 export class SettlementError extends Error {
   override name = 'SettlementError';
 }

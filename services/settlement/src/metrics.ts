@@ -1,22 +1,10 @@
 import { Counter, Gauge, type ServiceContext } from '@paygate/runtime';
-import type { SettlementDB } from './db';
+import type { SettlementDB, TransferKind } from './db';
 import { countStuckTransfers } from './transfers/repository';
 
-export interface SettlementMetrics {
-  /** Counts a transfer confirmed on chain (money that actually left escrow). */
-  transferSent(kind: 'payout' | 'refund' | 'platform_payout'): void;
-  transfersFailed: Counter<'kind'>;
-  transfersRevertedAfterConfirmation: Counter<'kind'>;
-  transfersDroppedAfterFinal: Counter<'kind'>;
-  transfersRefused: Counter<'kind' | 'reason'>;
-  settlementsSkipped: Counter<'reason'>;
-  stuckTransfers: Gauge;
-}
+export type SettlementMetrics = ReturnType<typeof createSettlementMetrics>;
 
-export function createSettlementMetrics(
-  ctx: ServiceContext<SettlementDB>,
-  txTimeoutMs: number,
-): SettlementMetrics {
+export function createSettlementMetrics(ctx: ServiceContext<SettlementDB>, txTimeoutMs: number) {
   const registers = [ctx.metrics.registry];
   // Each metric spelled as `new Counter({ name: … })`: the alert and dashboard tests find what is exported that way.
   const transfersSent = new Counter({
@@ -36,7 +24,8 @@ export function createSettlementMetrics(
     registers,
   });
   return {
-    transferSent(kind) {
+    /** Counts a transfer confirmed on chain (money that actually left escrow). */
+    transferSent(kind: TransferKind) {
       transfersSent.inc({ kind });
       if (kind === 'payout') payoutsSent.inc();
       else if (kind === 'refund') refundsSent.inc();

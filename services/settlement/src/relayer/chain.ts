@@ -2,7 +2,7 @@ import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
 import { Interface, type JsonRpcProvider, keccak256, toQuantity, zeroPadValue } from 'ethers';
 import { ChainKey, type FeeCaps } from '../chain-key';
-import { BlockNotFoundError } from '../errors';
+import { BlockNotFoundError, describe } from '../errors';
 
 const token = new Interface([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -22,13 +22,7 @@ export interface ReceiptFacts {
   logs: ReadonlyArray<{ topics: readonly string[]; index: number }>;
 }
 
-export interface ExecutedTransfer {
-  txHash: string;
-  blockNumber: bigint;
-  /** The USDC Transfer log (payer → escrow) the authorization produced. */
-  logIndex: number;
-  reverted: boolean;
-}
+export type ExecutedTransfer = ReturnType<typeof executedIn>;
 
 type SimulationRefusal =
   | 'insufficient_funds'
@@ -39,12 +33,12 @@ type SimulationRefusal =
   | 'simulation_failed';
 
 export class SimulationError extends Error {
+  override name = 'SimulationError';
   constructor(
     readonly reason: SimulationRefusal,
     message: string,
   ) {
     super(message);
-    this.name = 'SimulationError';
   }
 }
 
@@ -70,11 +64,6 @@ function vOf(signature: string): number | undefined {
 export function dependsOnCode(signature: string): boolean {
   const v = vOf(signature);
   return v !== 27 && v !== 28;
-}
-
-function describe(error: unknown): string {
-  const e = error as { shortMessage?: string; reason?: string; message?: string };
-  return String(e?.reason ?? e?.shortMessage ?? e?.message ?? error).slice(0, 300);
 }
 
 /** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
@@ -144,7 +133,8 @@ export class RelayerChain extends ChainKey {
         gasLimit: SIMULATION_GAS_CAP,
       });
     } catch (error) {
-      const message = describe(error);
+      // The revert reason first: it names the token's refusal.
+      const message = describe((error as { reason?: string })?.reason ?? error);
       if (/revert|execution reverted|FiatToken|ERC20|out of gas|gas required exceeds/i.test(message)) {
         throw new SimulationError(refusalOf(message), message);
       }
@@ -243,12 +233,7 @@ export const settledBy = (executed: ExecutedTransfer) => ({
 });
 
 /** A transaction's receipt read for the authorization: its payer → `to` Transfer log, reverted without one. */
-export function executedIn(
-  txHash: string,
-  receipt: ReceiptFacts,
-  payer: string,
-  to: string,
-): ExecutedTransfer {
+export function executedIn(txHash: string, receipt: ReceiptFacts, payer: string, to: string) {
   const fromTopic = zeroPadValue(formatAddress(payer), 32).toLowerCase();
   const toTopic = zeroPadValue(formatAddress(to), 32).toLowerCase();
   const log = receipt.logs.find(
@@ -260,6 +245,7 @@ export function executedIn(
   return {
     txHash: txHash.toLowerCase(),
     blockNumber: receipt.blockNumber,
+    // The USDC Transfer log (payer → escrow) the authorization produced.
     logIndex: log?.index ?? -1,
     reverted: !receipt.succeeded || !log,
   };

@@ -118,11 +118,7 @@ export class RelayerSigner {
   }
 }
 
-interface SignerBalance {
-  signer: RelayerSigner;
-  wei: bigint | undefined;
-  error: string | undefined;
-}
+type SignerBalance = Awaited<ReturnType<SignerPool['balances']>>[number];
 
 /** The relayer's keys: a key whose transaction waits holds up only what it already has. */
 export class SignerPool {
@@ -141,7 +137,7 @@ export class SignerPool {
     return this.signers.find((signer) => signer.address === lower);
   }
 
-  async balances(): Promise<SignerBalance[]> {
+  balances() {
     return Promise.all(
       this.signers.map(async (signer) => {
         try {

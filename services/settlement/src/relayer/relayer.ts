@@ -20,18 +20,12 @@ import {
   refusal,
 } from './settings';
 
-export type { RelayerSettings } from './settings';
-
 const FEES_CACHE_MS = 1000;
 /** How often a caller waiting for its receipt reads its row again. */
 const ROW_REREAD_MS = 1000;
 
-interface TimeBefore {
-  checksMs: number;
-  simulationMs: number;
-}
-
-const NO_TIME: TimeBefore = { checksMs: 0, simulationMs: 0 };
+const NO_TIME = { checksMs: 0, simulationMs: 0 };
+type TimeBefore = typeof NO_TIME;
 
 /** Submits x402 EIP-3009 authorizations once each with a pool of gas-only keys: the RPC handlers, the submission. */
 export class Relayer implements BackgroundTask {
@@ -163,28 +157,26 @@ export class Relayer implements BackgroundTask {
   }
 
   private registerKeyGauges(): void {
-    const gauges = {
-      settlement_relayer_key_stuck: {
-        help: 'Per relayer key: 1 while a transaction of it waits past RELAYER_STUCK_AFTER_MS for its receipt (new submissions skip it)',
-        value: (key: { stuck: boolean }) => (key.stuck ? 1 : 0),
-      },
-      settlement_relayer_key_submissions: {
-        help: 'Per relayer key: submissions of this replica assigned to it and not answered yet',
-        value: (key: { load: number }) => key.load,
-      },
-    };
+    const registers = [this.ctx.metrics.registry];
     const keys = () => this.keys();
-    for (const [name, { help, value }] of Object.entries(gauges)) {
-      new Gauge({
-        name,
-        help,
-        labelNames: ['address'],
-        registers: [this.ctx.metrics.registry],
-        collect() {
-          for (const key of keys()) this.set({ address: key.address }, value(key));
-        },
-      });
-    }
+    new Gauge({
+      name: 'settlement_relayer_key_stuck',
+      help: 'Per relayer key: 1 while a transaction of it waits past RELAYER_STUCK_AFTER_MS for its receipt (new submissions skip it)',
+      labelNames: ['address'],
+      registers,
+      collect() {
+        for (const key of keys()) this.set({ address: key.address }, key.stuck ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'settlement_relayer_key_submissions',
+      help: 'Per relayer key: submissions of this replica assigned to it and not answered yet',
+      labelNames: ['address'],
+      registers,
+      collect() {
+        for (const key of keys()) this.set({ address: key.address }, key.load);
+      },
+    });
   }
 
   /** Each key as this process sees it: its submissions waiting for an answer, and whether it is stuck. */

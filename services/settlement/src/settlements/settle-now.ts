@@ -15,10 +15,7 @@ const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
 const PAID_THIS_PERIOD = ['sending', 'completed', 'failed'];
 
-/**
- * Settles sellers now through the scheduler's row of this period under the seller's lock (a skipped period is asked
- * again, one with a payout asks nothing), then waits, bounded, for the ledger.
- */
+/** Settles sellers now through the scheduler's row of this period (askSeller), then waits, bounded, for the ledger. */
 export async function settleNow(
   ctx: ServiceContext<SettlementDB>,
   scheduler: SettlementScheduler,

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcAbi, usdcEip712Domain } from '@paygate/chain';
 import type { DepositHoldingsReply, RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
-import { Counter, PollingLoop, type ServiceContext } from '@paygate/runtime';
+import { Counter, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import { Contract, getAddress } from 'ethers';
 import type { Selectable } from 'kysely';
 import { type DepositSweepsTable, type SettlementDB, tryAdvisoryLock } from '../db';
@@ -11,23 +11,14 @@ import type { EscrowChain } from '../transfers/chain';
 import type { DepositSweepConfig } from './config';
 
 type Sweep = Selectable<DepositSweepsTable>;
-export type DepositPassResult = {
-  finished: number;
-  swept: number;
-  dust: number;
-  empty: number;
-  failed: number;
-};
+type DepositPassResult = Record<'finished' | 'swept' | 'dust' | 'empty' | 'failed', number>;
 
 /** A refused or failed sweep's address is read again after this long. */
 const RETRY_AFTER_MS = 60_000;
 
-/**
- * Sweeps each deposit address's whole balance into escrow: an EIP-3009 authorization signed by its derived key,
- * recorded before the relayer submits it (at most one open per address) and only re-submitted as recorded.
- */
-export class DepositSweeper {
-  private readonly loop: PollingLoop;
+/** Sweeps each deposit address whole into escrow: an EIP-3009 authorization recorded before the relayer submits it. */
+export class DepositSweeper extends PolledTask {
+  protected readonly loop: PollingLoop;
   private readonly usdc: Contract;
   private readonly outcomes: Counter<'outcome'>;
   private server: RpcServer | undefined;
@@ -39,6 +30,7 @@ export class DepositSweeper {
     private readonly usdcEip712Name: string,
     private readonly relayer: Relayer | null,
   ) {
+    super();
     this.usdc = new Contract(escrow.usdcAddress, usdcAbi, escrow.provider);
     this.outcomes = new Counter({
       name: 'settlement_deposit_sweeps_total',
@@ -54,7 +46,7 @@ export class DepositSweeper {
     });
   }
 
-  async start(): Promise<void> {
+  override async start(): Promise<void> {
     this.server = await serveRpcs(
       this.ctx.bus,
       'settlement',
@@ -69,13 +61,9 @@ export class DepositSweeper {
     }
   }
 
-  async stop(): Promise<void> {
+  override async stop(): Promise<void> {
     await this.server?.stop();
-    await this.loop.stop();
-  }
-
-  kick(): void {
-    this.loop.kick();
+    await super.stop();
   }
 
   /** The addresses that may hold USDC the ledger counts as escrow (reconciliation reads their balances). */
