@@ -28,14 +28,8 @@ export function startChainIndexer(config: ChainIndexerConfig): Promise<RunningSe
         `chain-indexer:${config.dbSchema}:${config.chainId}`,
         ctx.logger,
       );
-      const loop = new IndexerLoop(scanner, leadership, ctx.logger, {
-        pollIntervalMs: config.pollIntervalMs,
-        leaderRetryMs: config.leaderRetryMs,
-        headGauge: metrics.head,
-        leaderGauge: metrics.leader,
-        onPass: (result) => {
-          if (result.published > 0 || result.reorged > 0) ctx.relay.kick();
-        },
+      const loop = new IndexerLoop(scanner, leadership, ctx.logger, config, metrics, (result) => {
+        if (result.published > 0 || result.reorged > 0) ctx.relay.kick();
       });
       return {
         consumers: [depositAddressConsumer(config)],

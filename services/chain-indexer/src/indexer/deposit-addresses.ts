@@ -62,11 +62,7 @@ export class DepositAddressBook {
    * anyone could open sessions until a buyer's payment went unseen.
    */
   async watched(now: Date): Promise<string[] | 'every-transfer'> {
-    const rows = await this.db
-      .selectFrom('deposit_addresses')
-      .select('address')
-      .where('watch_until', '>', now)
-      .where('backfilled', '=', true)
+    const rows = await this.watchedAt(now)
       .limit(this.config.maxWatchedDepositAddresses + 1)
       .execute();
     if (rows.length > this.config.maxWatchedDepositAddresses) return 'every-transfer';
@@ -78,12 +74,8 @@ export class DepositAddressBook {
     const distinct = [...new Set(recipients)];
     const found: string[] = [];
     for (let i = 0; i < distinct.length; i += LOOKUP_BATCH) {
-      const rows = await this.db
-        .selectFrom('deposit_addresses')
-        .select('address')
+      const rows = await this.watchedAt(now)
         .where('address', 'in', distinct.slice(i, i + LOOKUP_BATCH))
-        .where('watch_until', '>', now)
-        .where('backfilled', '=', true)
         .execute();
       for (const row of rows) found.push(row.address);
     }
@@ -92,16 +84,21 @@ export class DepositAddressBook {
 
   /** Up to `limit` watched addresses after `after` (keyset paging: none skipped or read twice). */
   async watchedPage(now: Date, after: string, limit: number): Promise<string[]> {
-    const rows = await this.db
-      .selectFrom('deposit_addresses')
-      .select('address')
+    const rows = await this.watchedAt(now)
       .where('address', '>', after)
-      .where('watch_until', '>', now)
-      .where('backfilled', '=', true)
       .orderBy('address')
       .limit(limit)
       .execute();
     return rows.map((r) => r.address);
+  }
+
+  /** Deposit addresses watched at `now`: their watch ahead, and backfilled. */
+  private watchedAt(now: Date) {
+    return this.db
+      .selectFrom('deposit_addresses')
+      .select('address')
+      .where('watch_until', '>', now)
+      .where('backfilled', '=', true);
   }
 
   /** Registered addresses not backfilled yet (a bounded batch). */

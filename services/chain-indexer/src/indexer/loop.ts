@@ -1,15 +1,8 @@
 import { type BackgroundTask, type Gauge, type PassOutcome, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
+import type { ChainIndexerConfig } from '../config';
 import type { AdvisoryLeadership } from './leader';
 import type { TransferScanner } from './scanner';
-
-interface IndexerLoopOptions {
-  pollIntervalMs: number;
-  leaderRetryMs: number;
-  onPass?: (result: Awaited<ReturnType<TransferScanner['runPass']>>) => void;
-  headGauge?: Gauge;
-  leaderGauge?: Gauge;
-}
 
 /** Polls the head every pollIntervalMs while leading, and tries to lead every leaderRetryMs while following. */
 export class IndexerLoop extends PolledTask implements BackgroundTask {
@@ -19,13 +12,15 @@ export class IndexerLoop extends PolledTask implements BackgroundTask {
     private readonly scanner: TransferScanner,
     private readonly leadership: AdvisoryLeadership,
     private readonly logger: Logger,
-    private readonly options: IndexerLoopOptions,
+    private readonly config: Pick<ChainIndexerConfig, 'pollIntervalMs' | 'leaderRetryMs'>,
+    private readonly gauges: { head: Gauge; leader: Gauge },
+    private readonly onPass: (result: Awaited<ReturnType<TransferScanner['runPass']>>) => void,
   ) {
     super();
     this.loop = new PollingLoop(() => this.tick(), {
       what: 'indexer pass',
       logger,
-      intervalMs: options.pollIntervalMs,
+      intervalMs: config.pollIntervalMs,
       maxBackoffMs: 5000,
       onFailure: (error, failures) => {
         // One line per failure streak step, not a stack trace per tick.
@@ -42,14 +37,14 @@ export class IndexerLoop extends PolledTask implements BackgroundTask {
 
   private async tick(): Promise<PassOutcome> {
     const leading = await this.leadership.tryAcquire();
-    this.options.leaderGauge?.set(leading ? 1 : 0);
+    this.gauges.leader.set(leading ? 1 : 0);
     if (!leading) {
       this.scanner.forgetSettledTip();
-      return { delayMs: this.options.leaderRetryMs };
+      return { delayMs: this.config.leaderRetryMs };
     }
     const result = await this.scanner.runPass();
-    this.options.headGauge?.set(result.head);
-    this.options.onPass?.(result);
+    this.gauges.head.set(result.head);
+    this.onPass(result);
     return undefined;
   }
 
