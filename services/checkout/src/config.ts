@@ -1,7 +1,5 @@
 import { DEFAULT_HOLD_HOURS } from '@paygate/contracts';
 import {
-  type ChainConfig,
-  type CommonConfig,
   ConfigError,
   chainConfig,
   commonConfig,
@@ -16,39 +14,7 @@ import {
 import { depositNode } from './sessions/deposit-addresses';
 
 /** Checkout only names the chain (sessions carry network, chain id, USDC and wallet address); it never calls it. */
-export interface CheckoutConfig
-  extends CommonConfig,
-    Pick<ChainConfig, 'network' | 'chainId' | 'usdcAddress' | 'escrowAddress'> {
-  /** CHECKOUT_ESCROW_ADDRESS: never the agent escrow, so an agent's payment can never pay a session. */
-  checkoutEscrowAddress: string;
-  /** AMOUNT_SUFFIX_RANGE_MICRO: suffixes are 1 .. range-1 micro-USDC (10000: below one cent). */
-  amountSuffixRangeMicro: number;
-  /** MAX_AMOUNT_SHARE_PERCENT: a seller's share of one price's suffixes; past it, a deposit address instead. */
-  maxAmountSharePercent: number;
-  sessionTtlSeconds: number;
-  /** After expiry, how long a payment of the exact amount still matches (recorded as paid_late). */
-  lateWindowSeconds: number;
-  /** CHECKOUT_DEPOSIT_XPUB: the public key of per-session deposit addresses (settlement alone holds the private). */
-  depositXpub: string;
-  /** How long after a session's late window its address is still watched (a very late payment is still seen). */
-  depositWatchGraceSeconds: number;
-  /** Session creations per minute per key (pk_ or sk_), shared by every replica. */
-  sessionRateLimitPerKey: number;
-  /** Session creations per minute per client address with a publishable key (the browser's), over all keys. */
-  sessionRateLimitPerClient: number;
-  /** Open sessions (not yet expired or paid) one seller may have at a time (0: no cap). */
-  maxOpenSessionsPerSeller: number;
-  /** Hold period of sessions created with the secret key when the body names none. */
-  defaultHoldPeriodHours: number;
-  /** How often open sessions are expired and amounts past their late window released. */
-  sweepIntervalMs: number;
-  /** Bearer token of the operator routes (/api/v1/operator/transfers). */
-  operatorToken: string;
-  /** How long the session-creation path trusts its in-memory copy of a seller/skill projection row. */
-  projectionCacheTtlMs: number;
-  /** Injected clock: tests move time without sleeping. */
-  now: () => Date;
-}
+export type CheckoutConfig = ReturnType<typeof loadConfig>;
 
 /** The dev and test xpub: m/44'/60'/1'/0 of the public anvil mnemonic (no funded account); refused in production. */
 export const DEV_DEPOSIT_XPUB =
@@ -96,11 +62,8 @@ function checkoutWallets(
   return { checkoutEscrowAddress, depositXpub };
 }
 
-/** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(
-  env: NodeJS.ProcessEnv = process.env,
-  now: () => Date = () => new Date(),
-): CheckoutConfig {
+/** Parses the environment once; throws a ConfigError naming every bad variable. `now`: tests move time. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, now: () => Date = () => new Date()) {
   const common = commonConfig(env, { serviceName: 'checkout', schema: 'checkout', port: 8083 });
   const { network, chainId, usdcAddress, escrowAddress } = chainConfig(env, {
     rpcTimeoutMs: 10_000,
@@ -112,6 +75,7 @@ export function loadConfig(
     env,
     {
       SESSION_TTL_SECONDS: int({ default: 900, min: 1, max: 7 * 86_400 }),
+      // After expiry, how long a payment of the exact amount still matches (paid_late).
       LATE_WINDOW_SECONDS: int({ default: 86_400, min: 0, max: 30 * 86_400 }),
       // A session without a skill sells a product or a service: the service's default hold (DEFAULT_HOLD_HOURS).
       DEFAULT_HOLD_PERIOD_HOURS: int({ default: DEFAULT_HOLD_HOURS.Service, min: 0, max: 168 }),
@@ -125,6 +89,7 @@ export function loadConfig(
       SESSION_RATE_LIMIT_PER_CLIENT: int({ default: 120, min: 1, max: 1_000_000 }),
       MAX_OPEN_SESSIONS_PER_SELLER: int({ default: 1000, min: 0, max: 10_000_000 }),
       AMOUNT_SUFFIX_RANGE_MICRO: int({ default: 10_000, min: 2, max: 1_000_000 }),
+      // A seller's share of one price's suffixes; past it, its sessions of that price get deposit addresses.
       MAX_AMOUNT_SHARE_PERCENT: int({ default: 10, min: 1, max: 100 }),
     },
     problems,

@@ -45,7 +45,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
     migrations,
     build(ctx) {
       const limits = new SessionLimits(ctx.db, config);
-      const store = new SessionStore(ctx.db, config, () => ctx.relay.kick(), limits, ctx.logger);
+      const store = new SessionStore(ctx, config, limits);
       const sellerAuth = new SellerAuth(ctx.bus);
       const projections = new ProjectionCache(ctx.db, config.projectionCacheTtlMs);
       const matching: MatchingDeps = { config, logger: ctx.logger, claims: new LedgerClaims(ctx.bus) };
@@ -60,7 +60,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
         ],
         openApi: { path: OPENAPI_PATH, document: checkoutDocument },
         consumers: checkoutConsumers(matching, projections),
-        tasks: [new Sweeper(ctx, store, config.sweepIntervalMs), limits],
+        tasks: [new Sweeper(ctx.logger, store, config.sweepIntervalMs), limits],
         async stop() {
           sellerAuth.close();
           await store.close();

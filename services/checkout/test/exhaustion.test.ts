@@ -271,7 +271,7 @@ describe('no seller can exhaust a price for another seller; creation is bounded'
         MAX_AMOUNT_SHARE_PERCENT: '100',
       }),
     );
-    const store = new SessionStore(h.service.ctx.db, config);
+    const store = new SessionStore(h.service.ctx, config);
     const input = {
       sellerId: h.sellerId,
       skillId: null,

@@ -83,6 +83,14 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now), paymentId);
 }
 
+const unmatched = (unmatchedReason: string | null, candidate: string | null = null): MatchDecision => ({
+  session: undefined,
+  unmatchedReason,
+  candidate,
+  claimedBy: null,
+  paymentId: undefined,
+});
+
 /**
  * The session the transfer pays, if it may: not past its late window, not paid by another transfer, and the
  * transfer claimed for it at the ledger. Otherwise the session is only the candidate and the reason is kept.
@@ -94,48 +102,12 @@ async function decideMatch(
   amountMicro: bigint,
   now: Date,
 ): Promise<MatchDecision> {
-  const reason = rejectReason(deps, data);
-  let session: SessionRow | undefined;
-  let unmatchedReason = reason;
-  let candidate: string | null = null;
-  if (!reason) {
-    const found = await sessionPaidBy(deps, trx, data, amountMicro);
-    session = found.session;
-    unmatchedReason = found.unmatchedReason;
-    if (session && session.late_until <= now) {
-      unmatchedReason = 'late_window_passed';
-      candidate = session.session_id;
-      session = undefined;
-    } else if (session && session.transfer_id !== null) {
-      unmatchedReason = 'session_already_paid';
-      candidate = session.session_id;
-      session = undefined;
-    }
-  }
+  const { session, unmatchedReason } = await sessionPaidBy(deps, trx, data, amountMicro);
+  if (!session) return unmatched(unmatchedReason);
+  if (session.late_until <= now) return unmatched('late_window_passed', session.session_id);
+  if (session.transfer_id !== null) return unmatched('session_already_paid', session.session_id);
   // A session's payment first claims the transfer at the ledger, which books it: a transfer an x402 call (or
   // anything else) already spent leaves the session open and is recorded as claimed elsewhere, never paid twice.
-  let claimedBy: string | null = null;
-  let paymentId: string | undefined;
-  if (session) {
-    const claim = await claimForSession(deps, data, amountMicro, session, now);
-    ({ claimedBy, paymentId } = claim);
-    if (claimedBy) {
-      candidate = session.session_id;
-      session = undefined;
-    }
-  }
-  if (claimedBy) unmatchedReason = `claimed_by_${claimedBy}`;
-  return { session, unmatchedReason, candidate, claimedBy, paymentId };
-}
-
-/** Claims the transfer for the session's payment: who spent it already, or the payment id the ledger booked. */
-async function claimForSession(
-  deps: MatchingDeps,
-  data: Observed,
-  amountMicro: bigint,
-  session: SessionRow,
-  now: Date,
-): Promise<{ claimedBy: string | null; paymentId: string | undefined }> {
   const payment = sessionPaymentOf(
     session,
     { network: data.network, token_address: data.token },
@@ -154,10 +126,13 @@ async function claimForSession(
     undefined,
     payment,
   );
-  if (claim.ok) return { claimedBy: null, paymentId: claim.paymentId ?? payment?.paymentId };
+  if (claim.ok) {
+    const paymentId = claim.paymentId ?? payment?.paymentId;
+    return { session, unmatchedReason: null, candidate: null, claimedBy: null, paymentId };
+  }
   if (claim.reason !== 'claimed_elsewhere')
     throw new CheckoutInvariantError(`unexpected claim refusal: ${claim.message}`);
-  return { claimedBy: claim.claimedBy, paymentId: undefined };
+  return { ...unmatched(`claimed_by_${claim.claimedBy}`, session.session_id), claimedBy: claim.claimedBy };
 }
 
 /** The transfer row as decided: a new one, or the reorged one observed again, updated in place. */
@@ -204,13 +179,6 @@ async function saveObservedTransfer(
     .executeTakeFirstOrThrow();
 }
 
-/** Money that is not USDC on this chain (the ledger never booked it). */
-function rejectReason(deps: MatchingDeps, data: Observed): string | null {
-  if (data.chainId !== deps.config.chainId) return 'wrong_chain';
-  if (data.token.toLowerCase() !== deps.config.usdcAddress.toLowerCase()) return 'wrong_token';
-  return null;
-}
-
 /**
  * The session a transfer pays, locked: by deposit address whatever the amount, else by unique exact amount at the
  * checkout wallet. Never at the agent escrow, so a session can never capture an agent's payment.
@@ -221,6 +189,10 @@ async function sessionPaidBy(
   data: Observed,
   amountMicro: bigint,
 ): Promise<{ session?: SessionRow; unmatchedReason: string | null }> {
+  // Money that is not USDC on this chain (the ledger never booked it).
+  if (data.chainId !== deps.config.chainId) return { unmatchedReason: 'wrong_chain' };
+  if (data.token.toLowerCase() !== deps.config.usdcAddress.toLowerCase())
+    return { unmatchedReason: 'wrong_token' };
   const to = data.to.toLowerCase();
   const byAddress = await trx
     .selectFrom('sessions')

@@ -8,7 +8,7 @@ import type { CheckoutTrx, SessionRow, TransferRow } from '../db';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
 import { applyToSession, type MatchingDeps, outcomeFor, sessionPaymentOf } from './session-payments';
-import { lockTransferById } from './transfer-rows';
+import { lockSession, lockTransferById } from './transfer-rows';
 
 /** An operator action the ledger refused because the transfer is not this action's to spend. */
 export interface ClaimRefusal {
@@ -33,12 +33,7 @@ export async function attachTransfer(
   if (transfer.status !== 'unmatched') {
     throw new HttpError(409, 'transfer_not_unmatched', `transfer is ${transfer.status}, not unmatched`);
   }
-  const session = await trx
-    .selectFrom('sessions')
-    .selectAll()
-    .where('session_id', '=', sessionId)
-    .forUpdate()
-    .executeTakeFirst();
+  const session = await lockSession(trx, sessionId).executeTakeFirst();
   if (!session) {
     throw new HttpError(404, 'not_found', 'session not found', { field: 'sessionId', rule: 'must exist' });
   }
@@ -205,12 +200,7 @@ async function enqueueRefundRequested(
 async function underpaidSessionOf(trx: CheckoutTrx, transfer: TransferRow): Promise<SessionRow | undefined> {
   if ((transfer.status !== 'attached' && transfer.status !== 'matched') || !transfer.session_id)
     return undefined;
-  const session = await trx
-    .selectFrom('sessions')
-    .selectAll()
-    .where('session_id', '=', transfer.session_id)
-    .forUpdate()
-    .executeTakeFirst();
+  const session = await lockSession(trx, transfer.session_id).executeTakeFirst();
   return session?.status === 'underpaid' && session.transfer_id === transfer.transfer_id
     ? session
     : undefined;

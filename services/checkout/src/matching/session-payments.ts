@@ -14,7 +14,7 @@ import {
 import { CheckoutInvariantError } from '../errors';
 import { enqueueSessionEvent } from '../sessions/snapshot';
 import type { LedgerClaims } from './claims';
-import { lockTransferAt, lockTransferKey } from './transfer-rows';
+import { lockSession, lockTransferAt, lockTransferKey } from './transfer-rows';
 
 type Reorged = EventData<'transfer.reorged'>;
 type PaymentToBook = NonNullable<RpcRequest<'ledger.claim_transfer'>['payment']>;
@@ -130,12 +130,7 @@ export async function reverseReorgedTransfer(
     .where('transfer_id', '=', transfer.transfer_id)
     .execute();
   if (!transfer.session_id) return;
-  const session = await trx
-    .selectFrom('sessions')
-    .selectAll()
-    .where('session_id', '=', transfer.session_id)
-    .forUpdate()
-    .executeTakeFirstOrThrow();
+  const session = await lockSession(trx, transfer.session_id).executeTakeFirstOrThrow();
   if (session.transfer_id !== transfer.transfer_id) return;
   // A refunded session took no payment and its transfer is on its way back: nothing to reopen.
   if (session.status === 'refunded') return;

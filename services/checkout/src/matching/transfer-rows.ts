@@ -21,6 +21,10 @@ export function lockTransferAt(
     .executeTakeFirst();
 }
 
+/** The session of this id, row-locked (then executeTakeFirst, or …OrThrow). */
+export const lockSession = (trx: CheckoutTrx, sessionId: string) =>
+  trx.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).forUpdate();
+
 /** The transfer an operator names, locked: 404 when there is none. */
 export async function lockTransferById(trx: CheckoutTrx, transferId: string): Promise<TransferRow> {
   const transfer = await trx

@@ -12,6 +12,8 @@ export type CachedSkill = Pick<
   'skill_id' | 'seller_id' | 'name' | 'display_name' | 'status' | 'hold_period_hours' | 'endpoints'
 >;
 
+type Entries<V> = LRUCache<string, { value: V; until: number }>;
+
 /** Upper bound on cached entries: past it the least recently used entry goes. */
 const MAX_ENTRIES = 20_000;
 
@@ -20,64 +22,39 @@ const MAX_ENTRIES = 20_000;
  * commits; this replica's own drop entries at once; misses are not cached.
  */
 export class ProjectionCache {
-  private readonly sellers = new LRUCache<string, { value: CachedSeller; until: number }>({
-    max: MAX_ENTRIES,
-  });
-  private readonly skills = new LRUCache<string, { value: CachedSkill; until: number }>({ max: MAX_ENTRIES });
+  private readonly sellers: Entries<CachedSeller> = new LRUCache({ max: MAX_ENTRIES });
+  private readonly skills: Entries<CachedSkill> = new LRUCache({ max: MAX_ENTRIES });
   /** Counts invalidations: a row read before one may be stale (a rotated-out key), so it is not cached. */
   private invalidations = 0;
 
   constructor(
     private readonly db: CheckoutDb,
     private readonly ttlMs: number,
-    private readonly clockMs: () => number = () => performance.now(),
   ) {}
 
-  async sellerByPublishableKey(publishableKey: string): Promise<CachedSeller | undefined> {
-    const hit = this.sellers.get(publishableKey);
-    if (hit && hit.until > this.clockMs()) return hit.value;
-    const invalidationsAtRead = this.invalidations;
-    const row = await this.db
-      .selectFrom('sellers')
-      .select(['seller_id', 'checkout_matching'])
-      .where('publishable_key', '=', publishableKey)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    const value = { sellerId: row.seller_id, matching: row.checkout_matching };
-    if (this.invalidations === invalidationsAtRead) this.put(this.sellers, publishableKey, value);
-    return value;
+  sellerByPublishableKey(publishableKey: string): Promise<CachedSeller | undefined> {
+    return this.readThrough(this.sellers, publishableKey, () =>
+      this.loadSeller('publishable_key', publishableKey),
+    );
   }
 
   /** How a seller's sessions are matched (`amount` for a seller not projected yet). */
   async matchingOf(sellerId: string): Promise<CheckoutMatchingMode> {
-    const key = `id\n${sellerId}`;
-    const hit = this.sellers.get(key);
-    if (hit && hit.until > this.clockMs()) return hit.value.matching;
-    const invalidationsAtRead = this.invalidations;
-    const row = await this.db
-      .selectFrom('sellers')
-      .select(['seller_id', 'checkout_matching'])
-      .where('seller_id', '=', sellerId)
-      .executeTakeFirst();
-    const value = { sellerId, matching: row?.checkout_matching ?? 'amount' };
-    if (row && this.invalidations === invalidationsAtRead) this.put(this.sellers, key, value);
-    return value.matching;
+    const seller = await this.readThrough(this.sellers, `id\n${sellerId}`, () =>
+      this.loadSeller('seller_id', sellerId),
+    );
+    return seller?.matching ?? 'amount';
   }
 
-  async skill(sellerId: string, name: string): Promise<CachedSkill | undefined> {
-    const key = `${sellerId}\n${name}`;
-    const hit = this.skills.get(key);
-    if (hit && hit.until > this.clockMs()) return hit.value;
-    const invalidationsAtRead = this.invalidations;
-    const row = await this.db
-      .selectFrom('skills')
-      .select(['skill_id', 'seller_id', 'name', 'display_name', 'status', 'hold_period_hours', 'endpoints'])
-      .where('seller_id', '=', sellerId)
-      .where('name', '=', name)
-      .executeTakeFirst();
-    if (!row) return undefined;
-    if (this.invalidations === invalidationsAtRead) this.put(this.skills, key, row);
-    return row;
+  skill(sellerId: string, name: string): Promise<CachedSkill | undefined> {
+    return this.readThrough(this.skills, `${sellerId}\n${name}`, () =>
+      this.db
+        .selectFrom('skills')
+        .select(['skill_id', 'seller_id', 'name', 'display_name', 'status', 'hold_period_hours', 'endpoints'])
+        .where('seller_id', '=', sellerId)
+        .where('name', '=', name)
+        .executeTakeFirst(),
+    );
   }
 
   /** After a seller.updated commit: its publishable key may have been rotated, so forget every key. */
@@ -95,8 +72,22 @@ export class ProjectionCache {
     for (const [key] of stale) this.skills.delete(key);
   }
 
-  private put<V>(map: LRUCache<string, { value: V; until: number }>, key: string, value: V): void {
-    if (this.ttlMs <= 0) return;
-    map.set(key, { value, until: this.clockMs() + this.ttlMs });
+  private async loadSeller(column: 'publishable_key' | 'seller_id', value: string) {
+    const row = await this.db
+      .selectFrom('sellers')
+      .select(['seller_id', 'checkout_matching'])
+      .where(column, '=', value)
+      .executeTakeFirst();
+    return row && { sellerId: row.seller_id, matching: row.checkout_matching };
+  }
+
+  private async readThrough<V>(map: Entries<V>, key: string, load: () => Promise<V | undefined>) {
+    const hit = map.get(key);
+    if (hit && hit.until > performance.now()) return hit.value;
+    const invalidationsAtRead = this.invalidations;
+    const value = await load();
+    if (value !== undefined && this.ttlMs > 0 && this.invalidations === invalidationsAtRead)
+      map.set(key, { value, until: performance.now() + this.ttlMs });
+    return value;
   }
 }

@@ -1,4 +1,4 @@
-import { getAddress, HDNodeVoidWallet, HDNodeWallet } from 'ethers';
+import { HDNodeVoidWallet, HDNodeWallet } from 'ethers';
 import { sql } from 'kysely';
 import type { CheckoutDb } from '../db';
 import { DepositIndexesExhaustedError, PrivateDepositKeyError } from '../errors';
@@ -58,6 +58,3 @@ export class DepositAddressAllocator {
     this.end = start + INDEX_BLOCK_SIZE;
   }
 }
-
-/** The address as a checksummed string (the wire format of walletAddress). */
-export const displayAddress = (address: string) => getAddress(address);

@@ -43,12 +43,55 @@ interface FastPathOptions {
 export function createSessionFastPath(
   options: FastPathOptions,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
-  const handle = createFastPathHandler(options);
+  const { createSession, logger, metrics, path } = options;
   const method = options.method.toUpperCase();
+  const observe = durationObserver(metrics, method, path);
+
+  const answer = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    token: string,
+    raw: Buffer,
+    started: number,
+  ) => {
+    const requestId = requestIdFrom(req.headers['x-request-id']);
+    let status: number;
+    try {
+      const idempotencyKey = req.headers['idempotency-key'];
+      const created = await createSession(
+        token,
+        parseJsonBody(raw),
+        typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
+        options.clientAddressOf(req),
+      );
+      status = created.status;
+      send(res, status, requestId, JSON.stringify(created.body), created.headers);
+    } catch (error) {
+      const failed = errorResponse(
+        error,
+        requestId,
+        (err) => logger.error({ err, requestId, path }, 'unhandled error'),
+        (refused) => logger.warn({ sqlState: refused.code, requestId, path }, 'database refused a value'),
+      );
+      if (res.headersSent) return;
+      status = failed.status;
+      const retry =
+        error instanceof RetryLaterError ? { 'retry-after': String(error.retryAfterSeconds) } : undefined;
+      send(res, status, requestId, JSON.stringify(failed.body), retry);
+    }
+    observe(status, started);
+  };
+
   return (req, res) => {
-    const token = fastPathToken(req, method, options.path);
+    const token = fastPathToken(req, method, path);
     if (!token) return false;
-    handle(req, res, token);
+    const started = performance.now();
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      void answer(req, res, token, raw, started);
+    });
     return true;
   };
 }
@@ -97,57 +140,6 @@ function send(
     ...extraHeaders,
   });
   res.end(json);
-}
-
-function createFastPathHandler(options: FastPathOptions) {
-  const { createSession, logger, metrics, path } = options;
-  const method = options.method.toUpperCase();
-  const observe = durationObserver(metrics, method, path);
-
-  const answer = async (
-    req: IncomingMessage,
-    res: ServerResponse,
-    token: string,
-    raw: Buffer,
-    started: number,
-  ) => {
-    const requestId = requestIdFrom(req.headers['x-request-id']);
-    let status: number;
-    try {
-      const idempotencyKey = req.headers['idempotency-key'];
-      const created = await createSession(
-        token,
-        parseJsonBody(raw),
-        typeof idempotencyKey === 'string' ? idempotencyKey : undefined,
-        options.clientAddressOf(req),
-      );
-      status = created.status;
-      send(res, status, requestId, JSON.stringify(created.body), created.headers);
-    } catch (error) {
-      const failed = errorResponse(
-        error,
-        requestId,
-        (err) => logger.error({ err, requestId, path }, 'unhandled error'),
-        (refused) => logger.warn({ sqlState: refused.code, requestId, path }, 'database refused a value'),
-      );
-      if (res.headersSent) return;
-      status = failed.status;
-      const retry =
-        error instanceof RetryLaterError ? { 'retry-after': String(error.retryAfterSeconds) } : undefined;
-      send(res, status, requestId, JSON.stringify(failed.body), retry);
-    }
-    observe(status, started);
-  };
-
-  return (req: IncomingMessage, res: ServerResponse, token: string) => {
-    const started = performance.now();
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      void answer(req, res, token, raw, started);
-    });
-  };
 }
 
 /** Like express.json (strict): an empty body is {}, anything but an object or array is invalid JSON. */

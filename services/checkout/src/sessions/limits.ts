@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { addressBucket, type RateDecision, SharedRateLimiter } from '@paygate/http';
+import { addressBucket, SharedRateLimiter } from '@paygate/http';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDb } from '../db';
@@ -39,39 +39,21 @@ export class SessionLimits {
 
   /** Counts the request against its key and (publishable key) its client; a 429 when over either limit. */
   async admitRequest(token: string, client: string | undefined): Promise<void> {
-    const byKey = await this.decide(this.perKey, keyBucket(token));
-    if (!byKey.allowed) {
-      throw new RetryLaterError(
-        429,
-        CheckoutReason.RateLimited,
-        `at most ${byKey.limit} session creations per minute per key; retry in ${byKey.retryAfterSeconds} s`,
-        byKey.retryAfterSeconds,
-        {
-          field: 'Authorization',
-          rule: `at most ${byKey.limit} sessions per minute per key`,
-          limit: byKey.limit,
-        },
-      );
-    }
-    if (client === undefined) return;
-    const byClient = await this.decide(this.perClient, clientBucket(client));
-    if (!byClient.allowed) {
-      throw new RetryLaterError(
-        429,
-        CheckoutReason.RateLimited,
-        `at most ${byClient.limit} session creations per minute per client address; retry in ${byClient.retryAfterSeconds} s`,
-        byClient.retryAfterSeconds,
-        {
-          field: 'client',
-          rule: `at most ${byClient.limit} sessions per minute per client address`,
-          limit: byClient.limit,
-        },
-      );
-    }
+    await this.admit(this.perKey, keyBucket(token), 'Authorization', 'key');
+    if (client !== undefined)
+      await this.admit(this.perClient, clientBucket(client), 'client', 'client address');
   }
 
-  private async decide(limiter: SharedRateLimiter, bucket: string): Promise<RateDecision> {
-    return limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
+  private async admit(limiter: SharedRateLimiter, bucket: string, field: string, per: string): Promise<void> {
+    const decision = limiter.tryLocal(bucket) ?? (await limiter.hit(bucket));
+    if (decision.allowed) return;
+    throw new RetryLaterError(
+      429,
+      CheckoutReason.RateLimited,
+      `at most ${decision.limit} session creations per minute per ${per}; retry in ${decision.retryAfterSeconds} s`,
+      decision.retryAfterSeconds,
+      { field, rule: `at most ${decision.limit} sessions per minute per ${per}`, limit: decision.limit },
+    );
   }
 
   /** 429 too_many_open_sessions when the seller's cap is why the creation statement inserted nothing. */

@@ -10,7 +10,7 @@ import {
 import type { ServiceContext } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutDatabase, CheckoutTrx } from '../db';
+import type { CheckoutDatabase } from '../db';
 import { RetryLaterError } from '../errors';
 import type { ProjectionCache } from '../projections/cache';
 import { CREATE_PATH, sessionCreator } from './create-input';
@@ -49,7 +49,7 @@ export function sessionRoutes(
       createSession,
     }),
   };
-  return [create, getSessionRoute(ctx, config, store)];
+  return [create, getSessionRoute(config, store)];
 }
 
 /**
@@ -108,8 +108,7 @@ function createSessionRoute(createSession: CreateSession) {
 }
 
 /** The polling route of the widget: public, the session id is an unguessable capability. */
-function getSessionRoute(ctx: ServiceContext<CheckoutDatabase>, config: CheckoutConfig, store: SessionStore) {
-  const inTransaction = <T>(fn: (trx: CheckoutTrx) => Promise<T>) => ctx.inTransaction(fn);
+function getSessionRoute(config: CheckoutConfig, store: SessionStore) {
   return defineRoute({
     method: 'get',
     path: '/api/v1/checkout/sessions/:id',
@@ -124,7 +123,7 @@ function getSessionRoute(ctx: ServiceContext<CheckoutDatabase>, config: Checkout
     },
     errors: { '400': 'malformed session id', '404': 'no such session' },
     handler: async (req, res) => {
-      const session = await store.get(req.params.id, inTransaction);
+      const session = await store.get(req.params.id);
       if (!session) throw notFound('session');
       res.setHeader('Cache-Control', 'no-store');
       res.json(toSnapshot(session, config));

@@ -2,14 +2,16 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { type CheckoutMatchingMode, createEvent } from '@paygate/contracts';
 import { refuseOtherRequest } from '@paygate/http';
 import { formatUsdcExact, MAX_AMOUNT_MICRO } from '@paygate/money';
-import { currentTraceCarrier, type Logger } from '@paygate/telemetry';
+import type { ServiceContext } from '@paygate/runtime';
+import { currentTraceCarrier } from '@paygate/telemetry';
+import { getAddress } from 'ethers';
 import { sql } from 'kysely';
 import type { CheckoutConfig } from '../config';
-import { type CheckoutDb, type CheckoutTrx, type SessionRow, UNPAID_SESSION } from '../db';
+import { type CheckoutDatabase, type SessionRow, UNPAID_SESSION } from '../db';
 import { RetryLaterError } from '../errors';
 import { CheckoutReason } from '../reasons';
 import { CreateSessionStatement } from './create-statement';
-import { DepositAddressAllocator, depositNode, displayAddress } from './deposit-addresses';
+import { DepositAddressAllocator, depositNode } from './deposit-addresses';
 import type { SessionLimits } from './limits';
 import { enqueueSessionEvent, type SessionSnapshot, sessionEvent, toSnapshot } from './snapshot';
 
@@ -65,16 +67,13 @@ export class SessionStore {
   private readonly capacity: { suffixes: number; share: number };
 
   constructor(
-    private readonly db: CheckoutDb,
+    private readonly ctx: ServiceContext<CheckoutDatabase>,
     private readonly config: CheckoutConfig,
-    /** Wakes the outbox relay after a write outside inTransaction (which would wake it itself). */
-    private readonly onEventsEnqueued: () => void = () => undefined,
     /** Says why a creation was refused (429 too_many_open_sessions). */
     private readonly limits?: Pick<SessionLimits, 'admitSeller'>,
-    private readonly logger?: Pick<Logger, 'info'>,
   ) {
     this.createStatement = new CreateSessionStatement(config);
-    this.addresses = new DepositAddressAllocator(db, depositNode(config.depositXpub));
+    this.addresses = new DepositAddressAllocator(ctx.db, depositNode(config.depositXpub));
     this.capacity = amountCapacity(config);
   }
 
@@ -158,7 +157,7 @@ export class SessionStore {
       'checkout',
       {
         sessionId: row.session_id,
-        address: displayAddress(deposit.address),
+        address: getAddress(deposit.address),
         derivationIndex: deposit.index,
         chainId: this.config.chainId,
         assignedAt: row.created_at.toISOString(),
@@ -198,17 +197,18 @@ export class SessionStore {
         const created = await this.createByAmount(input, idempotency);
         if ('replayed' in created) return created;
         if (created.session) {
-          this.onEventsEnqueued();
+          // Written outside inTransaction (which would wake the outbox relay itself).
+          this.ctx.relay.kick();
           return { ...created.session, replayed: false };
         }
-        this.logger?.info(
+        this.ctx.logger.info(
           { sellerId: input.sellerId, price: formatUsdcExact(input.priceMicro), reason: created.fallback },
           'no unique amount for this session; it is paid at its own deposit address',
         );
       }
       const created = await this.insertAtDepositAddress(input, idempotency);
       if (created) {
-        this.onEventsEnqueued();
+        this.ctx.relay.kick();
         return { ...created, replayed: false };
       }
       // Nothing inserted, so the key was not checked: a retry must replay even when the seller is at its cap.
@@ -283,7 +283,7 @@ export class SessionStore {
       select
         (select count(*) from sessions where amount_reserved and exact_amount_micro between ${low} and ${high}) as taken,
         (select count(*) from sessions where seller_id = ${sellerId} and amount_reserved and transfer_id is null
-          and exact_amount_micro between ${low} and ${high}) as held`.execute(this.db);
+          and exact_amount_micro between ${low} and ${high}) as held`.execute(this.ctx.db);
     const row = result.rows[0]!;
     return { taken: Number(row.taken), held: Number(row.held) };
   }
@@ -294,14 +294,15 @@ export class SessionStore {
       update sessions set amount_reserved = false
       where amount_reserved and late_until <= ${this.config.now()}
         and exact_amount_micro between ${priceMicro + 1n} and ${priceMicro + BigInt(this.capacity.suffixes)}`.execute(
-      this.db,
+      this.ctx.db,
     );
     return Number(result.numAffectedRows ?? 0n);
   }
 
   /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
   private async findIdempotent(sellerId: string, claim: IdempotencyClaim): Promise<SessionRow | undefined> {
-    const previous = await this.db
+    const { db } = this.ctx;
+    const previous = await db
       .selectFrom('idempotency_keys')
       .select(['request_hash', 'session_id'])
       .where('seller_id', '=', sellerId)
@@ -309,7 +310,7 @@ export class SessionStore {
       .executeTakeFirst();
     if (!previous) return undefined;
     refuseOtherRequest(previous.request_hash, claim.requestHash);
-    return this.db
+    return db
       .selectFrom('sessions')
       .selectAll()
       .where('session_id', '=', previous.session_id)
@@ -317,26 +318,18 @@ export class SessionStore {
   }
 
   /** Reads a session; an open session past its expiry is expired on the spot (with its event). */
-  async get(
-    sessionId: string,
-    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
-  ): Promise<SessionRow | undefined> {
-    const row = await this.db
-      .selectFrom('sessions')
-      .selectAll()
-      .where('session_id', '=', sessionId)
-      .executeTakeFirst();
+  async get(sessionId: string): Promise<SessionRow | undefined> {
+    const read = () =>
+      this.ctx.db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+    const row = await read();
     if (row?.status !== 'open' || row.expires_at > this.config.now()) return row;
-    await this.expireDue(inTransaction, sessionId);
-    return this.db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+    await this.expireDue(sessionId);
+    return read();
   }
 
   /** Expires open sessions past expiresAt (one, or a bounded batch), each with checkout.session_expired. */
-  async expireDue(
-    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
-    onlySessionId?: string,
-  ): Promise<number> {
-    return inTransaction(async (trx) => {
+  async expireDue(onlySessionId?: string): Promise<number> {
+    return this.ctx.inTransaction(async (trx) => {
       const now = this.config.now();
       let query = trx
         .selectFrom('sessions')
@@ -366,10 +359,8 @@ export class SessionStore {
   }
 
   /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
-  async releaseLapsedReservations(
-    inTransaction: <T>(fn: (trx: CheckoutTrx) => Promise<T>) => Promise<T>,
-  ): Promise<number> {
-    return inTransaction(async (trx) => {
+  async releaseLapsedReservations(): Promise<number> {
+    return this.ctx.inTransaction(async (trx) => {
       const result = await sql`
         update sessions set amount_reserved = false
         where session_id in (
