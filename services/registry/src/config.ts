@@ -1,5 +1,4 @@
 import {
-  type CommonConfig,
   ConfigError,
   commonConfig,
   int,
@@ -10,44 +9,7 @@ import {
   str,
 } from '@paygate/runtime';
 
-export interface RegistryConfig extends CommonConfig {
-  /** HS256 secret of dashboard session tokens. */
-  sessionSecret: string;
-  sessionTtlMs: number;
-  siweNonceTtlMs: number;
-  /** Bearer token of operator routes (suspend/unsuspend). */
-  operatorToken: string;
-  /** Key material from which the AES-256-GCM key that encrypts webhook secrets at rest is derived. */
-  secretsEncryptionKey: string;
-  validationIntervalMs: number;
-  validationConcurrency: number;
-  validationTimeoutMs: number;
-  healthIntervalMs: number;
-  healthBatchSize: number;
-  healthConcurrency: number;
-  /** ESCROW_ADDRESS, lowercase (null when unset): refused as a payout address, it would pay nothing. */
-  escrowAddress: string | null;
-  /** Per client address: SIWE nonces and sign-ins per minute, new accounts per hour (rate-limits.ts). */
-  siweNoncesPerMinute: number;
-  signInsPerMinute: number;
-  accountsPerHour: number;
-  /** MAX_SKILLS_PER_SELLER, archived included: a free account could otherwise take names in bulk. */
-  maxSkillsPerSeller: number;
-  /** Payout-address challenges per minute per client address (each is a stored single-use nonce). */
-  payoutChallengesPerMinute: number;
-  /** CHAIN_NETWORK's chain id, which SIWE messages and payout changes must name. */
-  chainId: number;
-  /** How long after the wallet signs a new payout address it takes effect (settlement pays the old one till then). */
-  payoutAddressDelayMs: number;
-  /** How long a payout-address challenge (the message the wallet signs) may be used. */
-  payoutChallengeTtlMs: number;
-  /** How long the API key replaced by a rotation keeps working (unless revoked at once). */
-  keyRotationOverlapMs: number;
-  /** How often due payout changes and ended key overlaps are applied. */
-  accountChangesIntervalMs: number;
-  /** Injected clock: tests move time without sleeping. */
-  now: () => Date;
-}
+export type RegistryConfig = ReturnType<typeof loadConfig>;
 
 const DEV_SESSION_SECRET = 'dev-session-secret-not-for-production';
 const DEV_SECRETS_KEY = 'dev-secrets-key-not-for-production';
@@ -56,11 +18,8 @@ const DEV_SECRETS_KEY = 'dev-secrets-key-not-for-production';
 const CHAIN_IDS: Readonly<Record<string, number>> = { base: 8453, 'base-sepolia': 84532, local: 31337 };
 const HOUR_MS = 60 * 60 * 1000;
 
-/** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(
-  env: NodeJS.ProcessEnv = process.env,
-  now: () => Date = () => new Date(),
-): RegistryConfig {
+/** Parses the environment once; throws a ConfigError naming every bad variable. `now`: tests move time. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, now: () => Date = () => new Date()) {
   const common = commonConfig(env, { serviceName: 'registry', schema: 'registry', port: 8081 });
   const parsed = parseEnv(env, {
     SESSION_SECRET: str({ default: DEV_SESSION_SECRET }),
@@ -74,13 +33,16 @@ export function loadConfig(
     HEALTH_INTERVAL_MS: int({ default: 60_000, min: 1 }),
     HEALTH_BATCH_SIZE: int({ default: 20, min: 1, max: 64 }),
     HEALTH_CONCURRENCY: int({ default: 4, min: 1, max: 64 }),
+    // Refused as a payout address: a payout there never leaves escrow.
     ESCROW_ADDRESS: optionalAddress(),
     SIWE_NONCES_PER_MINUTE: int({ default: 30, min: 1 }),
     SIGN_INS_PER_MINUTE: int({ default: 30, min: 1 }),
     ACCOUNTS_PER_HOUR: int({ default: 20, min: 1 }),
+    // Archived skills included: a free account could otherwise take names in bulk.
     MAX_SKILLS_PER_SELLER: int({ default: 100, min: 1 }),
     PAYOUT_CHALLENGES_PER_MINUTE: int({ default: 10, min: 1 }),
     CHAIN_NETWORK: str({ default: 'local' }),
+    // Settlement pays the old payout address until the signed change takes effect.
     PAYOUT_ADDRESS_DELAY_MS: int({ default: 48 * HOUR_MS, min: 0, max: 30 * 24 * HOUR_MS }),
     PAYOUT_CHALLENGE_TTL_MS: int({ default: 10 * 60 * 1000, min: 1 }),
     KEY_ROTATION_OVERLAP_MS: int({ default: 24 * HOUR_MS, min: 0, max: 30 * 24 * HOUR_MS }),

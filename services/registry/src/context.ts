@@ -1,9 +1,8 @@
 import type { HostResolver } from '@paygate/net';
-import type { ServiceContext } from '@paygate/runtime';
+import type { SecretBox, ServiceContext } from '@paygate/runtime';
 import type { SignInRateLimits } from './accounts/rate-limits';
 import type { RegistryConfig } from './config';
 import type { RegistryDatabase } from './db';
-import type { SecretBox } from './shared/secrets';
 
 /** What every registry module receives: the runtime context plus the registry's own config and helpers. */
 export interface RegistryContext {

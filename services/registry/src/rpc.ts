@@ -1,6 +1,6 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
 import type { BackgroundTask } from '@paygate/runtime';
-import { findSellerById, type SellerRow, toIdentity } from './accounts/repository';
+import { findSellerById, toIdentity } from './accounts/repository';
 import { sellerOfApiKey, sellerOfSession } from './auth/authenticate';
 import type { RegistryContext } from './context';
 import { RegistryReason } from './reasons';
@@ -19,13 +19,10 @@ export function rpcResponders(rc: RegistryContext): BackgroundTask {
         'registry',
         {
           'registry.resolve_api_key': async ({ apiKey }) => {
-            let seller: SellerRow | undefined;
-            if (apiKey.startsWith('sk_')) seller = await sellerOfApiKey(rc, apiKey);
-            else {
-              const session = await sellerOfSession(rc, apiKey);
-              if (session !== 'signed_out') seller = session;
-            }
-            return seller
+            const seller = apiKey.startsWith('sk_')
+              ? await sellerOfApiKey(rc, apiKey)
+              : await sellerOfSession(rc, apiKey);
+            return seller && seller !== 'signed_out'
               ? { ok: true, seller: toIdentity(seller) }
               : { ok: false, reason: RegistryReason.UnknownKey };
           },

@@ -15,15 +15,13 @@ import { skillNameRoutes } from './skills/name-routes';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
-interface RegistryOptions {
-  /** Stands in for DNS when seller URLs are checked and sellers' servers are called (tests). */
-  resolveHost?: HostResolver;
-}
-
-/** The registry, built once: its context, the skill checker, the routes, the RPCs and the background work. */
+/**
+ * The registry, built once: its context, the skill checker, the routes, the RPCs and the background work.
+ * `resolveHost` stands in for DNS when seller URLs are checked and sellers' servers are called (tests).
+ */
 export function startRegistry(
   config: RegistryConfig,
-  options: RegistryOptions = {},
+  options: { resolveHost?: HostResolver } = {},
 ): Promise<RunningService<RegistryDatabase>> {
   return startService<RegistryDatabase>({
     name: 'registry',

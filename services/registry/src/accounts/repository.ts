@@ -2,6 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
+import { currentTraceCarrier } from '@paygate/telemetry';
 import {
   type ExpressionBuilder,
   type Kysely,
@@ -12,7 +13,6 @@ import {
 } from 'kysely';
 import type { RegistryDatabase, SellersTable } from '../db';
 import { hashApiKey } from '../shared/secrets';
-import { traceOption } from '../shared/trace';
 
 export type SellerRow = Selectable<SellersTable>;
 
@@ -94,7 +94,7 @@ export async function publishSellerUpdated(trx: Transaction<RegistryDatabase>, r
         ...sellerSettings(row),
         updatedAt: row.updated_at.toISOString(),
       },
-      { occurredAt: now, ...traceOption() },
+      { occurredAt: now, trace: currentTraceCarrier() },
     ),
   );
 }
@@ -151,7 +151,7 @@ export async function publishPayoutChangeRequested(
         requestedAt: at.requestedAt.toISOString(),
         effectiveAt: at.effectiveAt.toISOString(),
       },
-      { occurredAt: at.requestedAt, ...traceOption() },
+      { occurredAt: at.requestedAt, trace: currentTraceCarrier() },
     ),
   );
 }

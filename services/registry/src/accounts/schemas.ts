@@ -9,6 +9,13 @@ const CheckoutMatchingSetting = StringEnum(CHECKOUT_MATCHING_MODES, {
     'how checkout sessions are told apart: `amount` (default) a unique exact amount (price + a sub-cent suffix) on the checkout wallet all sessions share; `deposit_address` an address per session at exactly the price, for buyers whose exchange cannot send an odd amount',
 });
 
+const signature = (description: string) =>
+  Type.String({
+    pattern: '^0x[0-9a-fA-F]{130}$',
+    'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
+    description,
+  });
+
 export const NonceResponse = Type.Object({
   nonce: Type.String({ description: 'single-use, alphanumeric; put it in the SIWE message' }),
   expiresAt: IsoTime,
@@ -24,11 +31,7 @@ export const VerifyRequest = Type.Object(
       maxLength: 4096,
       description: 'the EIP-4361 message text that was signed',
     }),
-    signature: Type.String({
-      pattern: '^0x[0-9a-fA-F]{130}$',
-      'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
-      description: 'EIP-191 signature of the message',
-    }),
+    signature: signature('EIP-191 signature of the message'),
   },
   { additionalProperties: false },
 );
@@ -187,11 +190,7 @@ export const PayoutChallenge = Type.Object({
 export const PayoutChangeRequest = Type.Object(
   {
     message: Type.String({ minLength: 1, maxLength: 2048, description: 'the challenge message, as issued' }),
-    signature: Type.String({
-      pattern: '^0x[0-9a-fA-F]{130}$',
-      'x-rule': 'must be a 0x-prefixed 65-byte hex signature',
-      description: "the account wallet's EIP-191 signature of the message",
-    }),
+    signature: signature("the account wallet's EIP-191 signature of the message"),
   },
   { additionalProperties: false },
 );

@@ -16,22 +16,13 @@ export interface ServedAsset {
   etag: string;
 }
 
-export interface ServedDashboard {
-  /** By file name under {basePath}/assets/: app.<hash>.js, app.<hash>.css, and the unhashed app.js, app.css. */
-  files: Map<string, ServedAsset>;
-  /** The page as a first visit gets it (style sheet and sign-in script inline), compressed once, and its CSP. */
-  firstVisitPage: ServedAsset & { csp: string };
-  /** The page that links the (cached) files. */
-  linkingPage: ServedAsset;
-  /** The cookie value saying this build's files are in the browser's cache. */
-  buildId: string;
-}
+export type ServedDashboard = Awaited<ReturnType<typeof serveDashboardAssets>>;
 
-/** The bundle, each file compressed once under a content-hashed name; unhashed names for pages from before a deploy. */
-export async function serveDashboardAssets(
-  built: DashboardAssets,
-  basePath = '/dashboard',
-): Promise<ServedDashboard> {
+/**
+ * The bundle, each file compressed once under a content-hashed name; unhashed names for pages from before a deploy.
+ * `files` by name under {basePath}/assets/; `buildId` the cookie value saying the files are in the browser's cache.
+ */
+export async function serveDashboardAssets(built: DashboardAssets, basePath = '/dashboard') {
   const files = new Map<string, ServedAsset>();
   const names = { js: '', css: '' };
   const kinds = [
@@ -50,6 +41,7 @@ export async function serveDashboardAssets(
   return {
     files,
     buildId,
+    // As a first visit gets it (style sheet and sign-in script inline), with its CSP; else the page linking the files.
     firstVisitPage: {
       ...(await compressed(dashboardPage(basePath, names, inline), html)),
       csp: dashboardCsp(inline),

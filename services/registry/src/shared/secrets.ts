@@ -3,8 +3,6 @@ import { forwardingKeyFromApiKey } from '@paygate/protocol';
 import { SecretBox } from '@paygate/runtime';
 import { verifyMessage } from 'ethers';
 
-export type { SecretBox };
-
 /** API keys are 192-bit random strings, so a fast hash (sha256) is the right lookup key: nothing to brute-force. */
 export function hashApiKey(apiKey: string): string {
   return createHash('sha256').update(apiKey, 'utf8').digest('hex');

@@ -2,12 +2,12 @@ import { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES } from '@paygate/bus'
 import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatDollars, formatUsdc } from '@paygate/money';
+import { currentTraceCarrier } from '@paygate/telemetry';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { EndpointsTable, HttpMethod, RegistryDatabase, SkillsTable } from '../db';
 import { SkillVanishedError } from '../errors';
 import { RegistryReason } from '../reasons';
 import { newId } from '../shared/secrets';
-import { traceOption } from '../shared/trace';
 import { generateSkillMd, skillMdVersion } from './skill-md';
 
 export type SkillRow = Selectable<SkillsTable>;
@@ -19,19 +19,6 @@ export interface SkillWithEndpoints {
 
 function skillBaseUrl(publicBaseUrl: string, name: string): string {
   return `${publicBaseUrl}/api/v1/skills/${name}`;
-}
-
-function toEndpoint(publicBaseUrl: string, skillName: string, e: EndpointRow) {
-  return {
-    endpointId: e.id,
-    path: e.path,
-    method: e.method,
-    description: e.description,
-    priceUsdc: formatUsdc(e.price_micro),
-    isHealthy: e.is_healthy,
-    active: e.active,
-    url: `${skillBaseUrl(publicBaseUrl, skillName)}${e.path}`,
-  };
 }
 
 export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
@@ -56,7 +43,16 @@ export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEn
     skillMdUrl: `${baseUrl}/SKILL.md`,
     skillMdVersion: skillMdVersion(skill.skill_md_version),
     skillMdSource: skill.skill_md_source,
-    endpoints: endpoints.map((e) => toEndpoint(publicBaseUrl, skill.name, e)),
+    endpoints: endpoints.map((e) => ({
+      endpointId: e.id,
+      path: e.path,
+      method: e.method,
+      description: e.description,
+      priceUsdc: formatUsdc(e.price_micro),
+      isHealthy: e.is_healthy,
+      active: e.active,
+      url: `${baseUrl}${e.path}`,
+    })),
     createdAt: skill.created_at.toISOString(),
     updatedAt: skill.updated_at.toISOString(),
   };
@@ -153,26 +149,9 @@ export async function regenerateSkillMd(
 ) {
   const current = await loadSkill(trx, { id: skillId });
   if (!current) return;
-  const { skill, endpoints } = current;
-  const nextVersion = skill.skill_md_version + 1;
-  const content = generateSkillMd({
-    name: skill.name,
-    displayName: skill.display_name,
-    description: skill.description,
-    mode: skill.mode,
-    type: skill.type,
-    durationDays: skill.duration_days,
-    baseUrl: skillBaseUrl(publicBaseUrl, skill.name),
-    version: skillMdVersion(nextVersion),
-    endpoints: endpoints
-      .filter((e) => e.active)
-      .map((e) => ({
-        path: e.path,
-        method: e.method,
-        description: e.description,
-        priceMicro: e.price_micro,
-      })),
-  });
+  const nextVersion = current.skill.skill_md_version + 1;
+  const baseUrl = skillBaseUrl(publicBaseUrl, current.skill.name);
+  const content = generateSkillMd(current, baseUrl, skillMdVersion(nextVersion));
   await trx
     .updateTable('skills')
     .set({ skill_md: content, skill_md_version: nextVersion, skill_md_source: 'generated' })
@@ -237,7 +216,7 @@ async function publishSkillUpdated(
           })),
           updatedAt: skill.updated_at.toISOString(),
         },
-        { occurredAt: now, ...traceOption() },
+        { occurredAt: now, trace: currentTraceCarrier() },
       ),
     );
   } catch (error) {

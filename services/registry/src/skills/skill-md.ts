@@ -1,23 +1,12 @@
 import { formatDollars } from '@paygate/money';
 import { parseDocument, stringify } from 'yaml';
-
-interface SkillMdInput {
-  name: string;
-  displayName: string;
-  description: string;
-  mode: 'PROXY' | 'TICKET';
-  type: string;
-  durationDays: number | null;
-  baseUrl: string;
-  version: string;
-  endpoints: Array<{ path: string; method: string; description: string; priceMicro: bigint }>;
-}
+import type { SkillRow, SkillWithEndpoints } from './repository';
 
 export function skillMdVersion(counter: number): string {
   return `1.0.${counter}`;
 }
 
-function howToPay(input: SkillMdInput): string {
+function howToPay(skill: SkillRow): string {
   const lines = [
     'Every endpoint is paid in USDC on Base through the HTTP 402 flow; no account or API key is needed:',
     '',
@@ -26,16 +15,16 @@ function howToPay(input: SkillMdInput): string {
     '3. Repeat the same request with the header `X-402-Payment` (or `Payment`): Base64-encoded JSON `{ txHash, amount, token, network, from, to, signature }`, where `signature` is your (`from`) EIP-191 signature over the transaction hash and the resource you pay for.',
     '4. Paygate verifies the payment on chain and answers `200` with the data. A transaction pays for one request and cannot be used twice.',
   ];
-  if (input.mode === 'TICKET') {
+  if (skill.mode === 'TICKET') {
     lines.push(
       '',
       "This skill uses TICKET mode: after payment you receive a signed JWT ticket; call the seller's API directly with it.",
     );
   }
-  if (input.durationDays) {
+  if (skill.duration_days) {
     lines.push(
       '',
-      `One payment gives ${input.durationDays} days of access; reuse the same payment header until it expires.`,
+      `One payment gives ${skill.duration_days} days of access; reuse the same payment header until it expires.`,
     );
   }
   lines.push('', 'Funds are held in escrow before they reach the seller, so a refund can be requested.');
@@ -59,37 +48,42 @@ function examplePath(path: string): string {
     .join('/');
 }
 
-/** The generated SKILL.md: YAML frontmatter (name, base_url, version, description, endpoints) and a Markdown body. */
-export function generateSkillMd(input: SkillMdInput): string {
+/** The generated SKILL.md of the skill's active endpoints: YAML frontmatter and a Markdown body. */
+export function generateSkillMd(
+  { skill, endpoints }: SkillWithEndpoints,
+  baseUrl: string,
+  version: string,
+): string {
+  const active = endpoints.filter((e) => e.active);
   const frontmatter = stringify(
     {
-      name: input.name,
-      base_url: input.baseUrl,
-      version: input.version,
-      description: input.description,
-      endpoints: input.endpoints.map((e) => ({
+      name: skill.name,
+      base_url: baseUrl,
+      version,
+      description: skill.description,
+      endpoints: active.map((e) => ({
         path: e.path,
         method: e.method,
-        price: formatDollars(e.priceMicro),
+        price: formatDollars(e.price_micro),
         description: e.description,
       })),
     },
     { lineWidth: 0 },
   );
-  const endpointSections = input.endpoints.map((e) => {
+  const endpointSections = active.map((e) => {
     const params = pathParameters(e.path);
     const lines = [
-      `### ${e.method} ${e.path} — ${formatDollars(e.priceMicro)}`,
+      `### ${e.method} ${e.path} — ${formatDollars(e.price_micro)}`,
       '',
       e.description || '(no description)',
       '',
-      `Request: \`${e.method} ${input.baseUrl}${e.path}\``,
+      `Request: \`${e.method} ${baseUrl}${e.path}\``,
     ];
     if (params.length > 0) {
       lines.push(
         '',
         `Path parameters: ${params.map((p) => `\`${p}\``).join(', ')} (each one path segment, sent to the seller as written). ` +
-          `The price is per call, whatever the value. Example: \`${e.method} ${input.baseUrl}${examplePath(e.path)}\``,
+          `The price is per call, whatever the value. Example: \`${e.method} ${baseUrl}${examplePath(e.path)}\``,
       );
     }
     return lines.join('\n');
@@ -99,13 +93,13 @@ export function generateSkillMd(input: SkillMdInput): string {
     frontmatter.trimEnd(),
     '---',
     '',
-    `# ${input.displayName}`,
+    `# ${skill.display_name}`,
     '',
-    input.description,
+    skill.description,
     '',
     '## How to pay',
     '',
-    howToPay(input),
+    howToPay(skill),
     '',
     '## Endpoints',
     '',

@@ -149,41 +149,21 @@ export async function applySkillTransition(
   transition: SkillTransition,
   options: { reason?: string | null; also?: Updateable<SkillsTable> } = {},
 ): Promise<boolean> {
-  const also = options.also ?? {};
-  switch (transition.effect) {
-    case 'none':
-      return false;
-    case 'recheck_health':
-      await trx
-        .updateTable('skills')
-        .set({ ...also, health_checked_at: null })
-        .where('id', '=', skillId)
-        .execute();
-      return true;
-    case 'revalidate':
-      await trx
-        .updateTable('skills')
-        .set((eb) => ({
-          ...also,
-          status: transition.to,
-          status_reason: null,
-          validation_seq: eb('validation_seq', '+', 1),
-          validation_lease_until: null,
-        }))
-        .where('id', '=', skillId)
-        .execute();
-      return true;
-    case 'set_status':
-      await trx
-        .updateTable('skills')
-        .set({
-          ...also,
-          status: transition.to,
-          status_reason: options.reason ?? null,
-          validation_lease_until: null,
-        })
-        .where('id', '=', skillId)
-        .execute();
-      return true;
-  }
+  const { effect, to } = transition;
+  if (effect === 'none') return false;
+  const changes = {
+    recheck_health: { health_checked_at: null },
+    revalidate: { status: to, status_reason: null, validation_lease_until: null },
+    set_status: { status: to, status_reason: options.reason ?? null, validation_lease_until: null },
+  }[effect];
+  await trx
+    .updateTable('skills')
+    .set((eb) => ({
+      ...options.also,
+      ...changes,
+      ...(effect === 'revalidate' ? { validation_seq: eb('validation_seq', '+', 1) } : {}),
+    }))
+    .where('id', '=', skillId)
+    .execute();
+  return true;
 }

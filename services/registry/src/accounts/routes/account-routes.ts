@@ -31,7 +31,7 @@ async function applyAccountPatch(
     minimumSettlementMicro?: bigint;
   },
 ) {
-  const { webhookUrl, minimumSettlementMicro } = change;
+  const { webhookUrl } = change;
   return rc.ctx.inTransaction(async (trx) => {
     const current = await trx
       .selectFrom('sellers')
@@ -39,15 +39,13 @@ async function applyAccountPatch(
       .where('id', '=', sellerId)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    // The signing secret is created with the first webhook URL, and shown once.
     const webhookSecret = webhookUrl && !current.webhook_secret_encrypted ? newWebhookSecret() : undefined;
+    // Kysely leaves out the columns set to undefined: only the fields of the request change.
     const updated = await changeSeller(trx, sellerId, now, (eb) => ({
-      ...(webhookUrl !== undefined ? { webhook_url: webhookUrl } : {}),
-      ...(change.settlementFrequency !== undefined
-        ? { settlement_frequency: change.settlementFrequency }
-        : {}),
-      ...(minimumSettlementMicro !== undefined ? { minimum_settlement_micro: minimumSettlementMicro } : {}),
-      ...(change.checkoutMatching !== undefined ? { checkout_matching: change.checkoutMatching } : {}),
+      webhook_url: webhookUrl,
+      settlement_frequency: change.settlementFrequency,
+      minimum_settlement_micro: change.minimumSettlementMicro,
+      checkout_matching: change.checkoutMatching,
       ...(webhookSecret
         ? {
             webhook_secret_encrypted: rc.secrets.seal(webhookSecret),

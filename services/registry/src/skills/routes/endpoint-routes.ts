@@ -131,8 +131,8 @@ async function changeEndpoint(
     .set({
       path: nextPath,
       method,
-      ...(change.description !== undefined ? { description: change.description } : {}),
-      ...(change.priceMicro !== undefined ? { price_micro: change.priceMicro } : {}),
+      description: change.description, // undefined: unchanged
+      price_micro: change.priceMicro,
       updated_at: now,
     })
     .where('id', '=', endpoint.id)

@@ -70,30 +70,17 @@ export async function skillPage<T>(
   };
 }
 
-/** What every skill route group shares: the context, the auth guards, the renderer and the owned-skill lookup. */
-export interface SkillRouteKit {
-  rc: RegistryContext;
-  validation: ValidationKicker;
-  auth: ReturnType<typeof sellerRouteAuth>;
-  operator: ReturnType<typeof operatorRouteAuth>;
-  /** PUBLIC_BASE_URL: the links in SKILL.md and the views. */
-  base: string;
-  render(state: SkillWithEndpoints): ReturnType<typeof toSkill>;
-  /** The seller's skill named in the path, its row locked; 404 when the seller has none of this name. */
-  ownedSkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
-  /** The seller's skill named in the path, read without a lock; 404 when the seller has none of this name. */
-  readOwnedSkill(req: Request): Promise<SkillWithEndpoints>;
-  /** Any seller's skill named in the path (operator routes), its row locked; 404 when there is none. */
-  anySkill(trx: Transaction<RegistryDatabase>, req: Request): Promise<SkillWithEndpoints>;
-}
-
 async function found(lookup: Promise<SkillWithEndpoints | undefined>): Promise<SkillWithEndpoints> {
   const state = await lookup;
   if (!state) throw notFound('skill');
   return state;
 }
 
-export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker): SkillRouteKit {
+/** What every skill route group shares: the context, the auth guards, the renderer and the skill lookups. */
+export type SkillRouteKit = ReturnType<typeof skillRouteKit>;
+
+export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker) {
+  /** PUBLIC_BASE_URL: the links in SKILL.md and the views. */
   const base = rc.config.publicBaseUrl;
   return {
     rc,
@@ -101,11 +88,13 @@ export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker)
     auth: sellerRouteAuth(rc),
     operator: operatorRouteAuth(rc),
     base,
-    render: (state) => toSkill(base, state),
-    ownedSkill: (trx, req) =>
+    render: (state: SkillWithEndpoints) => toSkill(base, state),
+    // The seller's skill named in the path (404 when it has none of this name), locked or not; or any seller's.
+    ownedSkill: (trx: Transaction<RegistryDatabase>, req: Request) =>
       found(loadSkill(trx, { name: nameParam(req), sellerId: currentSeller(req).id }, { forUpdate: true })),
-    readOwnedSkill: (req) =>
+    readOwnedSkill: (req: Request) =>
       found(loadSkill(rc.ctx.db, { name: nameParam(req), sellerId: currentSeller(req).id })),
-    anySkill: (trx, req) => found(loadSkill(trx, { name: nameParam(req) }, { forUpdate: true })),
+    anySkill: (trx: Transaction<RegistryDatabase>, req: Request) =>
+      found(loadSkill(trx, { name: nameParam(req) }, { forUpdate: true })),
   };
 }

@@ -166,12 +166,13 @@ async function patchSkill(
   const typeFields = patchedTypeFields(skill, body);
   await trx
     .updateTable('skills')
+    // Kysely leaves out the columns set to undefined: fields the PATCH does not name stay.
     .set({
-      ...(body.displayName !== undefined ? { display_name: body.displayName } : {}),
-      ...(body.description !== undefined ? { description: body.description } : {}),
-      ...(apiBaseUrl !== undefined ? { api_base_url: apiBaseUrl } : {}),
-      ...(body.mode !== undefined ? { mode: body.mode } : {}),
-      ...(categories !== undefined ? { categories } : {}),
+      display_name: body.displayName,
+      description: body.description,
+      api_base_url: apiBaseUrl,
+      mode: body.mode,
+      categories,
       type: typeFields.type,
       duration_days: typeFields.durationDays,
       requires_shipping: typeFields.requiresShipping,
