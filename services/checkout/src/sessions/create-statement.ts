@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { CheckoutConfig } from '../config';
-import type { IdempotencyClaim, NewSession } from './sessions';
+import type { SessionRow } from '../db';
+import type { IdempotencyClaim } from './sessions';
 
 // Named prepared statements on a pool of their own (parsed once per connection); Kysely cannot name a statement.
 
@@ -89,20 +90,12 @@ const STATEMENTS = {
   deposit: [CREATE_DEPOSIT_SESSION_PLAIN, CREATE_DEPOSIT_SESSION_IDEMPOTENT],
 } as const;
 
-interface OutboxEvent {
-  id: string;
-  type: string;
-  json: string;
-}
+/** An event envelope for the outbox row written with the session. */
+type OutboxEvent = { id: string; type: string };
 
-/** A new session's own fields (NewSession) and what both statements record with them. */
-interface CommonParams extends NewSession {
-  sessionId: string;
-  now: Date;
-  expiresAt: Date;
-  lateUntil: Date;
-  /** The seller's open-session cap (0: none). */
-  maxOpenSessions: number;
+/** What both statements record: the new session's row, its event and its Idempotency-Key. */
+interface CommonParams {
+  row: SessionRow;
   sessionEvent: OutboxEvent;
   idempotency?: IdempotencyClaim;
 }
@@ -116,30 +109,29 @@ interface AmountSessionParams extends CommonParams {
   maxHeldAmounts: number;
 }
 
-interface DepositSessionParams extends CommonParams {
-  depositAddress: string;
-  derivationIndex: number;
-  addressEvent: OutboxEvent;
-}
-
-const commonValues = (params: CommonParams): unknown[] => [
-  params.sessionId,
-  params.sellerId,
-  params.skillId,
-  params.skillName,
-  params.endpointId,
-  params.description,
-  params.priceMicro,
-  params.holdPeriodHours,
-  params.now,
-  params.expiresAt,
-  params.lateUntil,
+const commonValues = ({ row }: CommonParams): unknown[] => [
+  row.session_id,
+  row.seller_id,
+  row.skill_id,
+  row.skill_name,
+  row.endpoint_id,
+  row.description,
+  row.price_micro,
+  row.hold_period_hours,
+  row.created_at,
+  row.expires_at,
+  row.late_until,
 ];
+
+const eventValues = (event: OutboxEvent) => [event.id, event.type, JSON.stringify(event)];
 
 export class CreateSessionStatement {
   private readonly pool: pg.Pool;
+  /** The seller's open-session cap (0: none). */
+  private readonly maxOpenSessions: number;
 
-  constructor(config: Pick<CheckoutConfig, 'databaseUrl' | 'dbSchema'>) {
+  constructor(config: Pick<CheckoutConfig, 'databaseUrl' | 'dbSchema' | 'maxOpenSessionsPerSeller'>) {
+    this.maxOpenSessions = config.maxOpenSessionsPerSeller;
     this.pool = new pg.Pool({
       connectionString: config.databaseUrl,
       max: CREATE_POOL_SIZE,
@@ -158,11 +150,9 @@ export class CreateSessionStatement {
       ...commonValues(params),
       params.start,
       params.suffixes,
-      params.maxOpenSessions,
+      this.maxOpenSessions,
       params.maxHeldAmounts,
-      params.sessionEvent.id,
-      params.sessionEvent.type,
-      params.sessionEvent.json,
+      ...eventValues(params.sessionEvent),
     ];
     const rows = await this.run('amount', params.idempotency, values);
     const row = rows[0] as [string] | undefined;
@@ -170,18 +160,14 @@ export class CreateSessionStatement {
   }
 
   /** Whether the session was inserted (false: the seller's open-session cap). */
-  async executeDeposit(params: DepositSessionParams): Promise<boolean> {
+  async executeDeposit(params: CommonParams & { addressEvent: OutboxEvent }): Promise<boolean> {
     const values: unknown[] = [
       ...commonValues(params),
-      params.depositAddress,
-      params.derivationIndex,
-      params.maxOpenSessions,
-      params.sessionEvent.id,
-      params.sessionEvent.type,
-      params.sessionEvent.json,
-      params.addressEvent.id,
-      params.addressEvent.type,
-      params.addressEvent.json,
+      params.row.deposit_address,
+      params.row.derivation_index,
+      this.maxOpenSessions,
+      ...eventValues(params.sessionEvent),
+      ...eventValues(params.addressEvent),
     ];
     return (await this.run('deposit', params.idempotency, values)).length > 0;
   }

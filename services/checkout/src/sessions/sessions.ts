@@ -102,18 +102,6 @@ export class SessionStore {
     };
   }
 
-  private commonParams(row: SessionRow, input: NewSession, idempotency: IdempotencyClaim | undefined) {
-    return {
-      ...input,
-      sessionId: row.session_id,
-      now: row.created_at,
-      expiresAt: row.expires_at,
-      lateUntil: row.late_until,
-      maxOpenSessions: this.config.maxOpenSessionsPerSeller,
-      idempotency,
-    };
-  }
-
   /**
    * One statement (one round trip): the session at price + the first free suffix after a random start, its
    * idempotency record and event. Undefined when a cap, a full price or a race left nothing written.
@@ -127,11 +115,12 @@ export class SessionStore {
     row.amount_reserved = true;
     const event = sessionEvent('checkout.session_created', row, this.config);
     const exactAmountMicro = await this.createStatement.executeAmount({
-      ...this.commonParams(row, input, idempotency),
+      row,
+      idempotency,
       start: randomInt(0, this.capacity.suffixes),
       suffixes: this.capacity.suffixes,
       maxHeldAmounts: this.capacity.share,
-      sessionEvent: { id: event.id, type: event.type, json: JSON.stringify(event) },
+      sessionEvent: event,
     });
     if (exactAmountMicro === undefined) return undefined;
     row.exact_amount_micro = exactAmountMicro;
@@ -166,11 +155,10 @@ export class SessionStore {
       { trace: currentTraceCarrier() },
     );
     const inserted = await this.createStatement.executeDeposit({
-      ...this.commonParams(row, input, idempotency),
-      depositAddress: deposit.address,
-      derivationIndex: deposit.index,
-      sessionEvent: { id: event.id, type: event.type, json: JSON.stringify(event) },
-      addressEvent: { id: assigned.id, type: assigned.type, json: JSON.stringify(assigned) },
+      row,
+      idempotency,
+      sessionEvent: event,
+      addressEvent: assigned,
     });
     if (!inserted) return undefined;
     return { session: row, snapshot: event.data };
