@@ -2,8 +2,11 @@ import type { HostResolver } from '@paygate/net';
 import { type RunningService, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import { DueAccountChanges } from './accounts/due-changes';
-import { SignInRateLimits } from './accounts/rate-limits';
-import { accountRoutes } from './accounts/routes';
+import { signInRateLimits } from './accounts/rate-limits';
+import { accountSettingsRoutes } from './accounts/routes/account-routes';
+import { keyRoutes } from './accounts/routes/key-routes';
+import { payoutAddressRoutes } from './accounts/routes/payout-routes';
+import { signInRoutes } from './accounts/routes/sign-in-routes';
 import { registrySecuritySchemes } from './auth/authenticate';
 import type { RegistryConfig } from './config';
 import type { RegistryContext } from './context';
@@ -34,13 +37,16 @@ export function startRegistry(
         secrets: registrySecretBox(config.secretsEncryptionKey),
         siweDomain: new URL(config.publicBaseUrl).host,
         resolveHost: options.resolveHost,
-        signInLimits: new SignInRateLimits(ctx.db, config),
+        signInLimits: signInRateLimits(ctx.db, config),
       };
       // Validates new skills and pings live ones; a route that creates or edits a skill kicks it.
       const checker = new SkillChecker(rc);
-      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
+      // Each route declares itself once: registration, validation and the OpenAPI document (in this order).
       const routes = [
-        ...accountRoutes(rc),
+        ...signInRoutes(rc),
+        ...accountSettingsRoutes(rc),
+        ...payoutAddressRoutes(rc),
+        ...keyRoutes(rc),
         ...skillRoutes(rc, checker),
         ...skillNameRoutes(rc),
         ...dashboardRoutes(),

@@ -15,64 +15,59 @@ import type { RegistryDatabase } from '../db';
  * Per client address (req.ip, an IPv6 one by its /64), shared by the replicas: every nonce is an insert and
  * every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge.
  */
-export class SignInRateLimits {
-  readonly nonces: SharedRateLimiter;
-  readonly signIns: SharedRateLimiter;
-  readonly accounts: SharedRateLimiter;
-  readonly payoutChallenges: SharedRateLimiter;
-
-  constructor(db: Kysely<RegistryDatabase>, config: RegistryConfig) {
-    this.nonces = new SharedRateLimiter(db, config.siweNoncesPerMinute, config.now);
-    this.signIns = new SharedRateLimiter(db, config.signInsPerMinute, config.now);
-    this.accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
-    this.payoutChallenges = new SharedRateLimiter(db, config.payoutChallengesPerMinute, config.now);
-  }
-
-  /** On the sign-in routes and payout challenges, counted per client address (429 with Retry-After). */
-  guard(routes: AnyRoute[]): void {
-    const limits = [
-      {
-        path: '/api/v1/auth/siwe/nonce',
-        limiter: this.nonces,
-        key: 'siwe-nonce',
-        what: 'SIWE nonces per minute per client address',
-        refusal: 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)',
-      },
-      {
-        path: '/api/v1/auth/siwe/verify',
-        limiter: this.signIns,
-        key: 'sign-in',
-        what: 'sign-ins per minute per client address',
-        refusal:
-          'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
-      },
-      // Each challenge stores a single-use nonce: not free to repeat either (docs/security.md, attack 6).
-      {
-        path: '/api/v1/account/payout-address/challenge',
-        limiter: this.payoutChallenges,
-        key: 'payout-challenge',
-        what: 'payout-address challenges per minute per client address',
-        refusal:
-          'rate_limited: PAYOUT_CHALLENGES_PER_MINUTE payout-address challenges this minute from this address (Retry-After)',
-      },
-    ];
-    for (const { path, limiter, key, what, refusal } of limits) {
-      const middleware = rateLimitMiddleware(limiter, (req) => `${key}:${addressBucket(req.ip ?? '')}`, what);
-      guardRoute(routes, 'post', path, [middleware], { '429': refusal });
-    }
-  }
-
-  /** Counts a new account of the request's client address; throws the 429 when over the hour's limit. */
-  countNewAccount(req: Request, res: Response): Promise<void> {
-    return checkRateLimit(
-      this.accounts,
-      res,
-      `account:${addressBucket(req.ip ?? '')}`,
-      'new accounts per hour per client address',
-    );
-  }
-
-  get tasks() {
-    return [this.nonces, this.signIns, this.accounts, this.payoutChallenges];
-  }
+export function signInRateLimits(db: Kysely<RegistryDatabase>, config: RegistryConfig) {
+  const nonces = new SharedRateLimiter(db, config.siweNoncesPerMinute, config.now);
+  const signIns = new SharedRateLimiter(db, config.signInsPerMinute, config.now);
+  const accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
+  const payoutChallenges = new SharedRateLimiter(db, config.payoutChallengesPerMinute, config.now);
+  const limits = [
+    {
+      path: '/api/v1/auth/siwe/nonce',
+      limiter: nonces,
+      key: 'siwe-nonce',
+      what: 'SIWE nonces per minute per client address',
+      refusal: 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)',
+    },
+    {
+      path: '/api/v1/auth/siwe/verify',
+      limiter: signIns,
+      key: 'sign-in',
+      what: 'sign-ins per minute per client address',
+      refusal:
+        'rate_limited: SIGN_INS_PER_MINUTE sign-ins this minute, or ACCOUNTS_PER_HOUR new accounts this hour, from this address (Retry-After)',
+    },
+    // Each challenge stores a single-use nonce: not free to repeat either.
+    {
+      path: '/api/v1/account/payout-address/challenge',
+      limiter: payoutChallenges,
+      key: 'payout-challenge',
+      what: 'payout-address challenges per minute per client address',
+      refusal:
+        'rate_limited: PAYOUT_CHALLENGES_PER_MINUTE payout-address challenges this minute from this address (Retry-After)',
+    },
+  ];
+  return {
+    tasks: [nonces, signIns, accounts, payoutChallenges],
+    /** On the sign-in routes and payout challenges, counted per client address (429 with Retry-After). */
+    guard(routes: AnyRoute[]): void {
+      for (const { path, limiter, key, what, refusal } of limits) {
+        const middleware = rateLimitMiddleware(
+          limiter,
+          (req) => `${key}:${addressBucket(req.ip ?? '')}`,
+          what,
+        );
+        guardRoute(routes, 'post', path, [middleware], { '429': refusal });
+      }
+    },
+    /** Counts a new account of the request's client address; throws the 429 when over the hour's limit. */
+    countNewAccount: (req: Request, res: Response): Promise<void> =>
+      checkRateLimit(
+        accounts,
+        res,
+        `account:${addressBucket(req.ip ?? '')}`,
+        'new accounts per hour per client address',
+      ),
+  };
 }
+
+export type SignInRateLimits = ReturnType<typeof signInRateLimits>;

@@ -29,24 +29,18 @@ function requireSeller(rc: RegistryContext) {
         },
       );
     }
-    let seller: SellerRow | undefined;
+    let seller: SellerRow | 'signed_out' | undefined;
     if (token.startsWith('sk_')) {
       if (token.length > 200) throw new HttpError(401, RegistryReason.InvalidApiKey, 'API key is malformed');
       seller = await sellerOfApiKey(rc, token);
       if (!seller)
         throw new HttpError(401, RegistryReason.UnknownApiKey, 'API key is not valid (unknown or rotated)');
     } else {
-      const session = await sellerOfSession(rc, token);
-      if (session === 'signed_out') {
-        throw new HttpError(401, RegistryReason.InvalidSession, 'this session was signed out; sign in again');
-      }
-      seller = session;
-      if (!seller)
-        throw new HttpError(
-          401,
-          RegistryReason.InvalidSession,
-          'session token is invalid or expired; sign in again',
-        );
+      seller = await sellerOfSession(rc, token);
+      const why =
+        seller === 'signed_out' ? 'this session was signed out' : 'session token is invalid or expired';
+      if (seller === 'signed_out' || !seller)
+        throw new HttpError(401, RegistryReason.InvalidSession, `${why}; sign in again`);
     }
     req.account = seller;
     req.credential = credentialOf(token);

@@ -54,6 +54,12 @@ const editable: Moves = {
   VALIDATION_FAILED: ['VALIDATION_FAILED', 'none'],
   SUSPENDED: ['SUSPENDED', 'none'],
 };
+/** An edit of what is served: a skill not yet live is validated again. */
+const servedEdit: Moves = {
+  ...editable,
+  PENDING_VALIDATION: ['PENDING_VALIDATION', 'revalidate'],
+  VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
+};
 
 const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) => HttpError }> = {
   validation_passed: { moves: { PENDING_VALIDATION: ['ACTIVE', 'set_status'] }, refusal: notPending },
@@ -70,24 +76,14 @@ const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) =
       invalidState(`only a skill in VALIDATION_FAILED can be validated again (status is ${from})`),
   },
   edited: { moves: editable, refusal: skillArchived },
+  // A live skill gets an early health ping.
   endpoints_changed: {
-    // A skill not yet live is validated again; a live one gets an early health ping.
-    moves: {
-      ...editable,
-      PENDING_VALIDATION: ['PENDING_VALIDATION', 'revalidate'],
-      VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
-      ACTIVE: ['ACTIVE', 'recheck_health'],
-    },
+    moves: { ...servedEdit, ACTIVE: ['ACTIVE', 'recheck_health'] },
     refusal: skillArchived,
   },
+  // A new base URL is where paid traffic goes: it is validated again before the skill is payable.
   base_url_changed: {
-    // A new base URL is where paid traffic goes: it is validated again before the skill is payable.
-    moves: {
-      ...editable,
-      PENDING_VALIDATION: ['PENDING_VALIDATION', 'revalidate'],
-      VALIDATION_FAILED: ['PENDING_VALIDATION', 'revalidate'],
-      ACTIVE: ['PENDING_VALIDATION', 'revalidate'],
-    },
+    moves: { ...servedEdit, ACTIVE: ['PENDING_VALIDATION', 'revalidate'] },
     refusal: skillArchived,
   },
   archive: {

@@ -45,16 +45,18 @@ function refuseTakenRoute(others: EndpointRow[], method: string, path: string): 
   }
 }
 
-/** After an endpoint changes: the status move `endpoints_changed`, and SKILL.md regenerated. */
+/** After an endpoint changes: the status move `endpoints_changed`, SKILL.md regenerated, and the new revision. */
 async function afterEndpointChange(
   trx: Transaction<RegistryDatabase>,
   state: SkillWithEndpoints,
   transition: SkillTransition,
   publicBaseUrl: string,
+  now: Date,
 ) {
   await applySkillTransition(trx, state.skill.id, transition);
-  // Endpoint changes always regenerate SKILL.md, replacing a hand edit (documented in the README).
+  // Endpoint changes always regenerate SKILL.md, replacing a hand edit.
   await regenerateSkillMd(trx, state.skill.id, publicBaseUrl);
+  return commitSkillChange(trx, state.skill.id, now);
 }
 
 /** The seller's skill (locked) and its endpoint named in the path, with the move an endpoint change makes. */
@@ -105,8 +107,7 @@ async function addEndpoint(
   refuseTakenRoute(active, input.method, input.path);
   refuseAmbiguousPath('path', input, active);
   await insertEndpoint(trx, current.skill.id, input, now);
-  await afterEndpointChange(trx, current, transition, kit.base);
-  return commitSkillChange(trx, current.skill.id, now);
+  return afterEndpointChange(trx, current, transition, kit.base, now);
 }
 
 /** Changes an active endpoint of the seller's skill (409 endpoint_inactive); its route stays unique. */
@@ -137,8 +138,7 @@ async function changeEndpoint(
     })
     .where('id', '=', endpoint.id)
     .execute();
-  await afterEndpointChange(trx, current, transition, kit.base);
-  return commitSkillChange(trx, current.skill.id, now);
+  return afterEndpointChange(trx, current, transition, kit.base, now);
 }
 
 /** A skill's endpoints: add, change, deactivate (each regenerates SKILL.md). */
@@ -215,8 +215,7 @@ export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'de
             .set({ active: false, updated_at: now })
             .where('id', '=', endpoint.id)
             .execute();
-          await afterEndpointChange(trx, current, transition, base);
-          return commitSkillChange(trx, current.skill.id, now);
+          return afterEndpointChange(trx, current, transition, base, now);
         });
         validation.kick();
         res.json(render(state));
