@@ -1,52 +1,7 @@
-import { type CommonConfig, ConfigError, commonConfig, int, parseEnv } from '@paygate/runtime';
-
-export interface NotifierConfig extends CommonConfig {
-  /** Each webhook POST is abandoned (and retried later) after this long. */
-  webhookTimeoutMs: number;
-  /** First retry delay; each later one doubles, up to webhookRetryMaxDelayMs. */
-  webhookRetryBaseDelayMs: number;
-  webhookRetryMaxDelayMs: number;
-  /** A delivery that has not succeeded this long after its creation is marked failed. */
-  webhookRetryWindowHours: number;
-  /** How often the dispatcher looks for due deliveries when nothing woke it. */
-  webhookPollIntervalMs: number;
-  /** Most deliveries one pass claims (never more than the free sending slots). */
-  webhookBatchSize: number;
-  /** Sending slots of one replica: deliveries in flight at once. */
-  webhookConcurrency: number;
-  /** Fair share: at most this many deliveries of one seller, and of one of its targets, per pass. */
-  webhookSellerShare: number;
-  webhookEndpointShare: number;
-  /** In flight at once (every replica, counted by lease): of one seller, and of one target (endpoint or account URL). */
-  webhookSellerMaxInFlight: number;
-  webhookEndpointMaxInFlight: number;
-  /** Consecutive failed attempts (timeout, network error, 408/429/5xx) to a target that open its circuit. */
-  webhookBreakerFailureThreshold: number;
-  /** An open circuit waits this long before one probe, doubling each time it reopens, up to the max. */
-  webhookBreakerCooldownMs: number;
-  webhookBreakerMaxCooldownMs: number;
-  /** How long a claimed delivery stays invisible to other replicas while it is being sent. */
-  webhookClaimLeaseMs: number;
-  secretRequestTimeoutMs: number;
-  wsMaxSubscriptionsPerSocket: number;
-  wsMaxPayloadBytes: number;
-  wsMaxSockets: number;
-  /** Open sockets per client address on one replica (WS_MAX_SOCKETS_PER_CLIENT): one address cannot take them all. */
-  wsMaxSocketsPerClient: number;
-  wsHeartbeatIntervalMs: number;
-  /** A socket with no subscription for this long is closed. */
-  wsIdleTimeoutMs: number;
-  /**
-   * Deliveries a seller asks for by hand (test events and redeliveries) per minute: each is retried for
-   * WEBHOOK_RETRY_WINDOW_HOURS from one queue shared by every seller.
-   */
-  manualDeliveriesPerMinute: number;
-  /** Clock: tests move time without sleeping. Not read from the environment. */
-  now: () => Date;
-}
+import { ConfigError, commonConfig, int, parseEnv } from '@paygate/runtime';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const common = commonConfig(env, { serviceName: 'notifier', schema: 'notifier', port: 8087 });
   const parsed = parseEnv(env, {
     WEBHOOK_TIMEOUT_MS: int({ default: 10_000, min: 1 }),
@@ -113,6 +68,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): NotifierConfig
     wsHeartbeatIntervalMs: parsed.WS_HEARTBEAT_INTERVAL_MS,
     wsIdleTimeoutMs: parsed.WS_IDLE_TIMEOUT_MS,
     manualDeliveriesPerMinute: parsed.MANUAL_DELIVERIES_PER_MINUTE,
-    now: () => new Date(),
+    // Tests move time without sleeping; not read from the environment.
+    now: (): Date => new Date(),
   };
 }
+
+export type NotifierConfig = ReturnType<typeof loadConfig>;

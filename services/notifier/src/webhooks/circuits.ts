@@ -1,6 +1,7 @@
 import { Nullable, StringEnum } from '@paygate/contracts';
 import { type Static, Type } from '@sinclair/typebox';
 import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { NotifierConfig } from '../config';
 import { CIRCUIT_STATES, type NotifierDatabase, type WebhookCircuitsTable } from '../db';
 
 type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
@@ -9,18 +10,20 @@ export type CircuitRow = Selectable<WebhookCircuitsTable>;
 /** The target of a delivery: its endpoint, or '' for the account's webhook URL. */
 export const targetOf = (endpointId: string | null): string => endpointId ?? '';
 
-export interface BreakerPolicy {
-  failureThreshold: number;
-  cooldownMs: number;
-  maxCooldownMs: number;
-}
+export type BreakerPolicy = Pick<
+  NotifierConfig,
+  'webhookBreakerFailureThreshold' | 'webhookBreakerCooldownMs' | 'webhookBreakerMaxCooldownMs'
+>;
 
 /** What an attempt did to its target's circuit: opened it, closed it, or nothing. */
 export type CircuitTransition = 'open' | 'closed' | null;
 
 /** The wait before the probe after the circuit opened for the `openCount`th time in a row: doubling, capped. */
 function cooldownMs(openCount: number, policy: BreakerPolicy): number {
-  return Math.min(policy.cooldownMs * 2 ** Math.min(Math.max(openCount - 1, 0), 30), policy.maxCooldownMs);
+  return Math.min(
+    policy.webhookBreakerCooldownMs * 2 ** Math.min(Math.max(openCount - 1, 0), 30),
+    policy.webhookBreakerMaxCooldownMs,
+  );
 }
 
 /**
@@ -57,7 +60,7 @@ export async function recordCircuitOutcome(
     .executeTakeFirstOrThrow();
   const opens =
     row.state === 'half_open' ||
-    (row.state === 'closed' && row.consecutive_failures >= policy.failureThreshold);
+    (row.state === 'closed' && row.consecutive_failures >= policy.webhookBreakerFailureThreshold);
   if (!opens) return null;
   const openCount = row.open_count + 1;
   await trx

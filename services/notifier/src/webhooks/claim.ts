@@ -1,4 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import type { CircuitRow } from './circuits';
 import type { ClaimedDelivery } from './repository';
@@ -6,20 +7,15 @@ import type { ClaimedDelivery } from './repository';
 /** (seller, target) queues one pass scans at most (one index probe each); the cursor continues from there. */
 const MAX_TARGETS_SCANNED_PER_PASS = 2000;
 
-interface FairClaimOptions {
-  now: Date;
-  leaseMs: number;
-  /** Most deliveries this pass takes (the free sending slots, at most the batch size). */
-  limit: number;
-  /** Per pass: of one seller, of one of its targets. */
-  sellerShare: number;
-  endpointShare: number;
-  /** In flight at once, counted by lease over every replica: of one seller, of one target. */
-  sellerMaxInFlight: number;
-  endpointMaxInFlight: number;
-  /** The seller the previous pass ended on: this one starts after it (round robin). */
-  after: string | null;
-}
+/** `limit`: the free sending slots (at most the batch size); `after`: the seller the previous pass ended on. */
+type FairClaimOptions = Pick<
+  NotifierConfig,
+  | 'webhookClaimLeaseMs'
+  | 'webhookSellerShare'
+  | 'webhookEndpointShare'
+  | 'webhookSellerMaxInFlight'
+  | 'webhookEndpointMaxInFlight'
+> & { now: Date; limit: number; after: string | null };
 
 interface FairClaim {
   deliveries: ClaimedDelivery[];
@@ -91,12 +87,12 @@ function shareOut(
     const probe = circuit !== undefined;
     const taken = takenBySeller.get(due.seller_id) ?? 0;
     const sellerRoom = Math.min(
-      options.sellerShare - taken,
-      options.sellerMaxInFlight - (inFlight.bySeller.get(due.seller_id) ?? 0) - taken,
+      options.webhookSellerShare - taken,
+      options.webhookSellerMaxInFlight - (inFlight.bySeller.get(due.seller_id) ?? 0) - taken,
     );
     const targetRoom = Math.min(
-      options.endpointShare,
-      options.endpointMaxInFlight - (inFlight.byTarget.get(key) ?? 0),
+      options.webhookEndpointShare,
+      options.webhookEndpointMaxInFlight - (inFlight.byTarget.get(key) ?? 0),
     );
     const quota = Math.min(remaining, sellerRoom, targetRoom, probe ? 1 : Number.MAX_SAFE_INTEGER);
     if (quota <= 0) continue;
@@ -115,7 +111,7 @@ async function lease(
   wanted: WantedQueue[],
   options: FairClaimOptions,
 ): Promise<number> {
-  const leasedUntil = new Date(options.now.getTime() + options.leaseMs);
+  const leasedUntil = new Date(options.now.getTime() + options.webhookClaimLeaseMs);
   await trx
     .updateTable('webhook_deliveries')
     .set({ next_attempt_at: leasedUntil, leased_until: leasedUntil })

@@ -22,7 +22,7 @@ import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError } from '../errors';
 import type { WebhookSecrets } from '../sellers/secrets';
-import { type BreakerPolicy, type CircuitTransition, openCircuitCount } from './circuits';
+import { type CircuitTransition, openCircuitCount } from './circuits';
 import { claimFairly, failExpiredHeld } from './claim';
 import { endpointSecret } from './endpoint-secret';
 import { type AttemptResult, type ClaimedDelivery, postponeDelivery, recordAttempt } from './repository';
@@ -59,17 +59,11 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   private readonly inFlight = new Set<Promise<void>>();
   /** The seller the last pass ended on (round robin over sellers). */
   private cursor: string | null = null;
-  private readonly breaker: BreakerPolicy;
 
   constructor(private readonly deps: DispatcherDependencies) {
     super();
     const { config } = deps;
     this.sellers = sellerFetch({ publicOnly: config.production, resolve: deps.resolveHost });
-    this.breaker = {
-      failureThreshold: config.webhookBreakerFailureThreshold,
-      cooldownMs: config.webhookBreakerCooldownMs,
-      maxCooldownMs: config.webhookBreakerMaxCooldownMs,
-    };
     this.attempts = new Counter({
       name: 'notifier_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome',
@@ -134,16 +128,7 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
       logger.warn({ count: expired }, 'webhook deliveries failed: retry window ended behind an open circuit');
     const limit = this.freeSlots();
     if (limit <= 0) return 0;
-    const claim = await claimFairly(db, {
-      now,
-      leaseMs: config.webhookClaimLeaseMs,
-      limit,
-      sellerShare: config.webhookSellerShare,
-      endpointShare: config.webhookEndpointShare,
-      sellerMaxInFlight: config.webhookSellerMaxInFlight,
-      endpointMaxInFlight: config.webhookEndpointMaxInFlight,
-      after: this.cursor,
-    });
+    const claim = await claimFairly(db, { ...config, now, limit, after: this.cursor });
     this.cursor = claim.cursor;
     if (claim.probes > 0) this.transitions.inc({ to: 'half_open' }, claim.probes);
     for (const delivery of claim.deliveries) {
@@ -201,7 +186,7 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
     const { status, circuit } = await recordAttempt(db, delivery, result, {
       attemptedAt,
       retryAt,
-      breaker: this.breaker,
+      breaker: config,
     });
     this.noteCircuit(delivery, circuit);
     this.deps.onAttempt?.(delivery.sellerId, delivery.deliveryId, attemptedAt);
