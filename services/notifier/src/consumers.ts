@@ -13,10 +13,7 @@ import { createDelivery } from './webhooks/repository';
 /** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
 const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
 
-/**
- * Every event that becomes a webhook: record its body and a pending delivery for the seller, if the seller
- * has a webhook URL, in the consumer's transaction (so the inbox makes a redelivered event a no-op).
- */
+/** In the consumer's transaction (the inbox makes a redelivery a no-op): the body, one delivery per target. */
 async function enqueueWebhook(
   trx: Transaction<NotifierDatabase>,
   envelope: EventEnvelope<WebhookEventType, { sellerId: string | null }>,
@@ -26,7 +23,6 @@ async function enqueueWebhook(
   // No seller: a refund.completed of an unmatched transfer (money that paid no seller) concerns nobody's webhook.
   if (!sellerId) return;
   const seller = await findSeller(trx, sellerId);
-  // The account's webhook URL (all events) and every enabled endpoint that asked for this kind.
   const endpoints = await endpointsFor(trx, sellerId, envelope.type);
   if (!seller?.webhook_url && endpoints.length === 0) return;
   const delivery = {
@@ -54,7 +50,6 @@ export function notifierConsumers(deps: {
       subject,
       concurrency: 4,
       handler: async (trx, event) => {
-        // A checkout session event carries the session's snapshot, kept for the live view.
         if (event.type.startsWith('checkout.session_'))
           await upsertSession(trx, event.data as CheckoutSessionSnapshot);
         await enqueueWebhook(

@@ -28,25 +28,15 @@ const notifierDocument = () => ({
   webhooks: webhookDocuments(),
 });
 
-interface NotifierOptions {
-  /** Jitter source for retry delays (tests make it deterministic). */
-  random?: () => number;
-  /** Stands in for DNS when connecting to sellers' webhook URLs (tests). */
-  resolveHost?: HostResolver;
-}
-
 export interface RunningNotifier extends RunningService<NotifierDatabase> {
   dispatcher: WebhookDispatcher;
   live: LiveUpdates;
 }
 
-/**
- * The notifier, built once: seller auth, live updates, webhook secrets, the dispatcher, the manual-delivery limit,
- * then the routes and consumers that use them.
- */
+/** `random` (retry jitter) and `resolveHost` (DNS of webhook URLs) are the tests' stand-ins. */
 export async function startNotifier(
   config: NotifierConfig,
-  options: NotifierOptions = {},
+  options: { random?: () => number; resolveHost?: HostResolver } = {},
 ): Promise<RunningNotifier> {
   const running = await startService({
     name: 'notifier',
@@ -82,8 +72,6 @@ export async function startNotifier(
       });
       // A seller's test events and redeliveries per minute (every replica's, counted in Postgres).
       const manualDeliveries = new SharedRateLimiter(ctx.db, config.manualDeliveriesPerMinute, config.now);
-
-      // Each route declares itself once: registration, validation and the OpenAPI document come from it.
       const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
       limitManualDeliveries(routes, manualDeliveries);
       return {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Bus } from '@paygate/bus';
-import { validateEvent } from '@paygate/contracts';
+import { SELLER_LIVE_EVENTS, validateEvent } from '@paygate/contracts';
 import { addressBucket, clientAddress, errorBody, HttpError, HttpReason } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
@@ -22,7 +22,7 @@ import {
   sendSnapshot,
   withinRateLimit,
 } from './client';
-import { SELLER_EVENT_TYPES, SESSION_ID_PATTERN, type SellerEventMessage } from './protocol';
+import { SESSION_ID_PATTERN, type SellerEventMessage } from './protocol';
 
 export const WEBSOCKET_PATH = '/api/v1/ws';
 /** Snapshots heard recently, kept because the core subscription can be ahead of the stored projection. */
@@ -39,10 +39,7 @@ const CLOSE_AUTH_UNAVAILABLE = 4503;
 
 const decoder = new TextDecoder();
 
-/**
- * Live session updates for widgets. Each replica holds its own sockets and hears every session change on a
- * core NATS subscription (never a shared durable), so any replica can serve any widget.
- */
+/** Each replica hears every session change on core NATS (not a shared durable): any serves any widget. */
 export class LiveUpdates {
   private readonly wss: WebSocketServer;
   private readonly bySession = new Map<string, Set<Client>>();
@@ -63,7 +60,6 @@ export class LiveUpdates {
       logger: Logger;
       config: NotifierConfig;
       registry: Registry;
-      /** Resolves a dashboard session token (or sk_ key) to its seller, for seller sockets. */
       auth: SellerAuth;
     },
   ) {
@@ -83,7 +79,7 @@ export class LiveUpdates {
       callback: (_error, message) => this.onSessionEvent(message),
     });
     // A seller's own changes, from every producer: each names its seller, and only that seller's sockets hear it.
-    for (const subject of SELLER_EVENT_TYPES) {
+    for (const subject of SELLER_LIVE_EVENTS) {
       this.sellerSubscriptions.push(
         bus.nc.subscribe(bus.subjectFor(subject), {
           callback: (_error, message) => this.onSellerEvent(subject, message),
@@ -247,10 +243,8 @@ export class LiveUpdates {
       const stored = await findSession(this.deps.db, sessionId);
       const heard = this.recent.get(sessionId);
       const current =
-        stored && heard
-          ? Date.parse(heard.updatedAt) > Date.parse(stored.updatedAt)
-            ? heard
-            : stored
+        stored && heard && Date.parse(heard.updatedAt) > Date.parse(stored.updatedAt)
+          ? heard
           : (stored ?? heard);
       if (current) sendSnapshot(client, current);
     } catch (error) {

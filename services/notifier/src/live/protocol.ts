@@ -1,4 +1,4 @@
-import { SELLER_LIVE_EVENTS } from '@paygate/contracts';
+import type { SELLER_LIVE_EVENTS } from '@paygate/contracts';
 import type { CheckoutSessionSnapshot } from '../sessions/repository';
 
 /** The frames of GET /api/v1/ws (JSON text); WEBSOCKET_PROTOCOL in routes.ts describes them to clients. */
@@ -7,13 +7,10 @@ export type ClientMessage =
   | { type: 'unsubscribe'; sessionId: string }
   | { type: 'authenticate'; token: string };
 
-/** What a seller's socket hears of (listed with its bus permissions, libs/contracts bus-access.ts). */
-export const SELLER_EVENT_TYPES = SELLER_LIVE_EVENTS;
-
 /** Not a bus event: the notifier tried a webhook delivery of the seller (its attempt log changed). */
 export const WEBHOOK_DELIVERY_EVENT = 'webhook.delivery_attempted';
 
-type SellerEventType = (typeof SELLER_EVENT_TYPES)[number] | typeof WEBHOOK_DELIVERY_EVENT;
+type SellerEventType = (typeof SELLER_LIVE_EVENTS)[number] | typeof WEBHOOK_DELIVERY_EVENT;
 
 export interface SellerEventMessage {
   type: 'seller_event';

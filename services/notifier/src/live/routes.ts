@@ -1,6 +1,7 @@
+import { SELLER_LIVE_EVENTS } from '@paygate/contracts';
 import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { WEBSOCKET_PATH } from './hub';
-import { SELLER_EVENT_TYPES, SESSION_ID_PATTERN, WEBHOOK_DELIVERY_EVENT } from './protocol';
+import { SESSION_ID_PATTERN, WEBHOOK_DELIVERY_EVENT } from './protocol';
 
 /** The widget WebSocket protocol as the OpenAPI document describes it. */
 export const WEBSOCKET_PROTOCOL = `Live checkout-session updates for the widget. Connect with a WebSocket client to
@@ -17,7 +18,7 @@ Server to client:
   then every change; never older than (or identical to) one the socket already got for that session;
 - \`{ "type": "authenticated", "sellerId": "<id>" }\` acknowledges an authenticate: from then on the socket hears
   \`{ "type": "seller_event", "eventId", "eventType", "occurredAt" }\` for each change of that seller's account and
-  nobody else's (eventType: ${SELLER_EVENT_TYPES.join(', ')}, ${WEBHOOK_DELIVERY_EVENT}); the client reads the
+  nobody else's (eventType: ${SELLER_LIVE_EVENTS.join(', ')}, ${WEBHOOK_DELIVERY_EVENT}); the client reads the
   changed data again over REST. A refused token is answered \`unauthorized\` and closes the socket (4401); a
   registry that cannot answer, \`auth_unavailable\` and 4503 (connect again). The token is asked about again every
   minute: an expired or signed-out session ends the socket (4401);
@@ -30,10 +31,7 @@ closes the socket (1008); frames over 4096 bytes close it (1009); ping every 30 
 subscriptions (and not signed in as a seller) for 120 s is closed (1000, idle). Polling fallback: GET /api/v1/checkout/sessions/{id} (checkout)
 returns the same session object.`;
 
-/**
- * GET /api/v1/ws: the upgrade is answered by LiveUpdates on the server's `upgrade` event, before express; a plain
- * HTTP request reaches this route and is told to upgrade.
- */
+/** The upgrade is answered by LiveUpdates before express: a plain HTTP request reaches this route. */
 export function liveRoutes(): AnyRoute[] {
   return [
     defineRoute({

@@ -26,10 +26,7 @@ function cooldownMs(openCount: number, policy: BreakerPolicy): number {
   );
 }
 
-/**
- * In the attempt's transaction: failures reaching the threshold while closed, or a failed probe, open the
- * circuit with the next cooldown; any other answer means the target answers, and closes it.
- */
+/** In the attempt's transaction: the threshold reached while closed, or a failed probe, opens; an answer closes. */
 export async function recordCircuitOutcome(
   trx: Transaction<NotifierDatabase>,
   at: { sellerId: string; target: string; now: Date; failed: boolean; error: string | null },
@@ -45,9 +42,6 @@ export async function recordCircuitOutcome(
       consecutive_failures: 1,
       last_error: at.error,
       updated_at: at.now,
-      opened_at: null,
-      retry_at: null,
-      probe_until: null,
     })
     .onConflict((oc) =>
       oc.columns(['seller_id', 'target']).doUpdateSet((eb) => ({

@@ -17,13 +17,8 @@ type FairClaimOptions = Pick<
   | 'webhookEndpointMaxInFlight'
 > & { now: Date; limit: number; after: string | null };
 
-interface FairClaim {
-  deliveries: ClaimedDelivery[];
-  /** Half-open circuits this pass sent their one probe to. */
-  probes: number;
-  /** Where the next pass starts. */
-  cursor: string | null;
-}
+/** `probes`: half-open circuits this pass sent their one probe to; `cursor`: where the next pass starts. */
+type FairClaim = { deliveries: ClaimedDelivery[]; probes: number; cursor: string | null };
 
 interface DueTarget {
   seller_id: string;
@@ -53,14 +48,7 @@ export async function claimFairly(
     const ids = await takeRows(trx, wanted, options.now);
     if (ids.length === 0) return { deliveries: [], probes: 0, cursor };
     const probes = await lease(trx, ids, wanted, options);
-    return {
-      deliveries: await claimedRows(
-        trx,
-        ids.map((row) => row.delivery_id),
-      ),
-      probes,
-      cursor,
-    };
+    return { deliveries: await claimedRows(trx, ids), probes, cursor };
   });
 }
 
@@ -112,14 +100,11 @@ async function lease(
   options: FairClaimOptions,
 ): Promise<number> {
   const leasedUntil = new Date(options.now.getTime() + options.webhookClaimLeaseMs);
+  const deliveryIds = ids.map((row) => row.delivery_id);
   await trx
     .updateTable('webhook_deliveries')
     .set({ next_attempt_at: leasedUntil, leased_until: leasedUntil })
-    .where(
-      'delivery_id',
-      'in',
-      ids.map((row) => row.delivery_id),
-    )
+    .where('delivery_id', 'in', deliveryIds)
     .execute();
   const probed = wanted.filter(
     (w) => w.probe && ids.some((row) => row.seller_id === w.sellerId && row.target === w.target),
@@ -257,7 +242,10 @@ async function takeRows(
 }
 
 /** What the dispatcher needs to send each claimed delivery: body, target, secret versions. */
-async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): Promise<ClaimedDelivery[]> {
+async function claimedRows(
+  trx: Transaction<NotifierDatabase>,
+  ids: Array<{ delivery_id: string }>,
+): Promise<ClaimedDelivery[]> {
   const rows = await trx
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')
@@ -265,35 +253,29 @@ async function claimedRows(trx: Transaction<NotifierDatabase>, ids: string[]): P
     .leftJoin('webhook_endpoints as w', 'w.endpoint_id', 'd.endpoint_id')
     .select([
       'd.endpoint_id',
-      'w.secret_version as endpoint_secret_version',
-      'd.delivery_id',
-      'd.event_id',
-      'e.event_type',
-      'd.seller_id',
+      'w.secret_version as endpointSecretVersion',
+      'd.delivery_id as deliveryId',
+      'd.event_id as eventId',
+      'e.event_type as eventType',
+      'd.seller_id as sellerId',
       'd.url',
       'e.body',
       'e.traceparent',
-      'd.attempt_count',
-      'd.give_up_at',
+      'd.attempt_count as attemptCount',
+      'd.give_up_at as giveUpAt',
       's.webhook_secret_version',
     ])
-    .where('d.delivery_id', 'in', ids)
+    .where(
+      'd.delivery_id',
+      'in',
+      ids.map((row) => row.delivery_id),
+    )
     .orderBy('d.delivery_id')
     .execute();
-  return rows.map((row) => ({
-    deliveryId: row.delivery_id,
-    eventId: row.event_id,
-    eventType: row.event_type,
-    sellerId: row.seller_id,
-    url: row.url,
-    body: row.body,
-    attemptCount: row.attempt_count,
-    giveUpAt: row.give_up_at,
-    secretVersion: row.webhook_secret_version ?? 0,
-    traceparent: row.traceparent,
-    endpoint: row.endpoint_id
-      ? { id: row.endpoint_id, secretVersion: row.endpoint_secret_version ?? 1 }
-      : null,
+  return rows.map(({ endpoint_id, endpointSecretVersion, webhook_secret_version, ...row }) => ({
+    ...row,
+    secretVersion: webhook_secret_version ?? 0,
+    endpoint: endpoint_id ? { id: endpoint_id, secretVersion: endpointSecretVersion ?? 1 } : null,
   }));
 }
 

@@ -40,16 +40,12 @@ interface DispatcherDependencies {
   config: NotifierConfig;
   registry: Registry;
   random?: () => number;
-  /** Stands in for DNS when connecting to webhook URLs (tests). */
   resolveHost?: HostResolver;
-  /** Told after each recorded attempt (the live channel tells the seller's open dashboards). */
+  /** Told after each recorded attempt (the seller's open dashboards hear it). */
   onAttempt?: (sellerId: string, deliveryId: string, attemptedAt: Date) => void;
 }
 
-/**
- * Sends due deliveries on `webhookConcurrency` slots, claiming fairly for the free ones (claim.ts), so a seller
- * whose endpoints never answer holds a few slots, never all. Any replica may run it.
- */
+/** Sends due deliveries on `webhookConcurrency` slots, claiming fairly (claim.ts) for the free ones. */
 export class WebhookDispatcher extends PolledTask implements BackgroundTask {
   private readonly attempts: Counter<'outcome'>;
   private readonly transitions: Counter<'to'>;
@@ -153,7 +149,6 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
     const secret = await this.signingSecret(delivery);
     if (secret === undefined) return;
     const attemptedAt = config.now();
-    // A span of the trace the event was recorded in (the payment's), for each attempt.
     const result = await withSpan(
       `webhook ${delivery.eventType}`,
       {
@@ -172,7 +167,7 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
       },
     );
     this.attempts.inc({ outcome: result.outcome });
-    // The retry after this attempt, or none once the attempts are spent (the delivery fails).
+    // None once the attempts are spent: the delivery fails.
     const retryDelay = backoffDelayMs(
       delivery.attemptCount + 1,
       {

@@ -21,12 +21,7 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 export const ALL_EVENTS = '*';
 
 /** An endpoint's fields, its URL already checked. */
-interface NewEndpoint {
-  url: string;
-  events: string[];
-  description?: string;
-  enabled?: boolean;
-}
+type NewEndpoint = { url: string; events: string[]; description?: string; enabled?: boolean };
 
 /** A seller's endpoints that are not deleted. */
 const liveEndpoints = (db: Db, sellerId: string) =>
@@ -42,7 +37,6 @@ export async function endpointsFor(db: Db, sellerId: string, eventType: string):
   return rows.filter((row) => row.events.includes(ALL_EVENTS) || row.events.includes(eventType));
 }
 
-/** Oldest first. */
 export function listEndpoints(db: Db, sellerId: string): Promise<EndpointRow[]> {
   return liveEndpoints(db, sellerId).orderBy('created_at').execute();
 }
@@ -104,7 +98,6 @@ export function insertEndpoint(
         enabled: endpoint.enabled ?? true,
         created_at: at.now(),
         updated_at: at.now(),
-        deleted_at: null,
       })
       .returningAll()
       .executeTakeFirstOrThrow();

@@ -28,11 +28,8 @@ function pendingDelivery(at: {
     status: 'pending' as const,
     next_attempt_at: at.now,
     give_up_at: new Date(at.now.getTime() + at.retryWindowHours * HOUR_MS),
-    last_status_code: null,
-    last_error: null,
     redelivery_of: at.redeliveryOf,
     created_at: at.now,
-    delivered_at: null,
     endpoint_id: at.endpointId ?? null,
   };
 }
@@ -48,7 +45,6 @@ export async function createDelivery(
     body: string;
     now: Date;
     retryWindowHours: number;
-    /** An endpoint's delivery; none: the account's webhook URL. */
     endpointId?: string;
   },
 ): Promise<void> {
@@ -94,7 +90,6 @@ export interface ClaimedDelivery {
   attemptCount: number;
   giveUpAt: Date;
   secretVersion: number;
-  /** The trace the event was recorded in: the delivery's span continues it. */
   traceparent?: string | null;
   /** An endpoint's delivery is signed with the endpoint's own secret (this version of it). */
   endpoint: { id: string; secretVersion: number } | null;
@@ -108,10 +103,7 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-/**
- * Logs one attempt and moves the delivery on: delivered, failed, or pending again at `retryAt` (the caller's
- * backoff); failed instead when that is past give_up_at or null (the attempts are spent).
- */
+/** Logs one attempt and moves the delivery on; failed once past give_up_at or with no `retryAt` (attempts spent). */
 export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
   delivery: ClaimedDelivery,

@@ -80,7 +80,6 @@ export const Delivery = Type.Object({
   ),
 });
 
-/** The event type is read back from the delivery's row as text. */
 type DeliveryView = Omit<Static<typeof Delivery>, 'eventType'> & { eventType: string };
 
 function toView(
@@ -144,27 +143,21 @@ export function webhookRoutes(
       },
       handler: async (req, res) => {
         const { db } = ctx;
-        const query = req.query;
-        const limit = Number(query.limit ?? '20');
-        const rows = await listDeliveries(db, sellerOf(req), { ...query, limit });
-        const attempts = await attemptsOf(
-          db,
-          rows.map((r) => r.delivery_id),
-        );
-        const circuits = await circuitsOf(
-          db,
-          sellerOf(req),
-          rows.map((row) => targetOf(row.endpoint_id)),
-        );
+        const limit = Number(req.query.limit ?? '20');
+        const rows = await listDeliveries(db, sellerOf(req), { ...req.query, limit });
+        const ids = rows.map((r) => r.delivery_id);
+        const attempts = await attemptsOf(db, ids);
+        const targets = rows.map((row) => targetOf(row.endpoint_id));
+        const circuits = await circuitsOf(db, sellerOf(req), targets);
+        const view = (row: (typeof rows)[number]) =>
+          toView(
+            row,
+            row.event_type,
+            attempts.get(row.delivery_id) ?? [],
+            circuits.get(targetOf(row.endpoint_id)),
+          );
         res.json({
-          data: rows.map((row) =>
-            toView(
-              row,
-              row.event_type,
-              attempts.get(row.delivery_id) ?? [],
-              circuits.get(targetOf(row.endpoint_id)),
-            ),
-          ),
+          data: rows.map(view),
           nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
         });
       },
@@ -245,12 +238,8 @@ async function redeliver(
   });
   const event = await eventOf(trx, created.event_id);
   const target = targetOf(created.endpoint_id);
-  return toView(
-    created,
-    event?.event_type ?? '',
-    [],
-    (await circuitsOf(trx, sellerId, [target])).get(target),
-  );
+  const circuit = (await circuitsOf(trx, sellerId, [target])).get(target);
+  return toView(created, event?.event_type ?? '', [], circuit);
 }
 
 /** Where a delivery is sent again: the endpoint's current URL, or the account's webhook URL (409 if gone). */
