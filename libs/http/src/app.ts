@@ -36,10 +36,7 @@ interface AppOptions {
   trustedProxies?: TrustedProxies;
 }
 
-/**
- * The express 5 app every service starts from: request ids, JSON bodies with a size limit,
- * one error body shape, and no stack trace ever sent to a client.
- */
+/** The express 5 app every service starts from: request ids, JSON bodies with a size limit. */
 export function createApp(options: AppOptions): ExpressApp {
   const app = express();
   app.disable('x-powered-by');
@@ -81,11 +78,7 @@ export function createApp(options: AppOptions): ExpressApp {
   return app;
 }
 
-/**
- * Postgres refusing a value (SQLSTATE class 22, data exception: invalid byte sequence, numeric out of range,
- * invalid text representation…) or a value too large for an index (54000): the input's fault, never the
- * server's. pg's DatabaseError is recognised by shape so this library needs no driver.
- */
+/** Postgres refusing a value (class 22, or 54000: too large for an index): the input's fault. */
 function isDatabaseDataError(error: unknown): error is { code: string; message: string } {
   const candidate = error as { code?: unknown; severity?: unknown } | null;
   return (
@@ -96,13 +89,9 @@ function isDatabaseDataError(error: unknown): error is { code: string; message: 
 }
 
 /**
- * Postgres is away, refusing connections or not handing one out for now (a restart, a terminated backend, the pool
- * used up, a lock held past its bound): the request may succeed if retried, so it is a 503, not a 500. SQLSTATE
- * class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown, cannot connect now), 53300 (too many
- * connections), 55P03 and 57014 (a lock or statement past lock_timeout / statement_timeout), 40P01 and 40001 (a
- * deadlock or serialization conflict left after the transaction's own retries), node-postgres's own errors for a
- * refused, reset, closed or timed-out connection, and the socket errors of a host that cannot be reached. Nothing of
- * the transaction was kept, so a retry under the same Idempotency-Key applies the write once.
+ * Postgres away or not handing out a connection for now (class 08, shutdowns, too many connections, lock
+ * or statement timeouts, a conflict left after retries, pg's connection errors, unreachable host): a 503.
+ * Nothing of the transaction was kept, so a retry under the same Idempotency-Key applies the write once.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   return someCause(error, isOneDatabaseUnavailable);
@@ -141,10 +130,7 @@ function isOneDatabaseUnavailable(error: unknown): boolean {
   );
 }
 
-/**
- * Whether `error`, an error it wraps (`cause`, a few levels) or one of an AggregateError's (a connection tried on
- * every address of a host) matches: a library that wraps the connection's error keeps its 503.
- */
+/** `error`, what it wraps (`cause`, a few levels) or one of an AggregateError's matches. */
 function someCause(error: unknown, matches: (error: unknown) => boolean, depth = 0): boolean {
   if (error === null || error === undefined || depth > 4) return false;
   if (matches(error)) return true;
@@ -155,11 +141,7 @@ function someCause(error: unknown, matches: (error: unknown) => boolean, depth =
   return candidate.cause !== error && someCause(candidate.cause, matches, depth + 1);
 }
 
-/**
- * NATS errors of a connection that is away for now (the nats client's NatsError codes): disconnected, closed or
- * draining, refused or timed out connecting, a request with no answer in time (TIMEOUT, JetStream's 408) or no
- * responder (503). What the request needed over the bus may work when retried.
- */
+/** NatsError codes of a connection away for now, or of a request unanswered (TIMEOUT, 408, 503). */
 const NATS_UNAVAILABLE_CODES = new Set([
   'DISCONNECT',
   'CONNECTION_CLOSED',
@@ -171,11 +153,7 @@ const NATS_UNAVAILABLE_CODES = new Set([
   '503',
 ]);
 
-/**
- * A service this request needs over the bus did not answer (no responder, no answer in time, or its handler failed:
- * libs/bus's RpcUnavailableError, RpcServiceError 5xx), or NATS itself is away: retrying may work, so a 503, not a
- * 500. Known by name, as libs/http does not depend on the bus.
- */
+/** A service needed over the bus did not answer (or failed 5xx), or NATS is away: a 503. Known by name. */
 function isDependencyUnavailable(error: unknown): boolean {
   return someCause(error, (one) => {
     const candidate = one as { name?: unknown; code?: unknown } | null;
@@ -257,9 +235,8 @@ const ERROR_KINDS: readonly ErrorKind[] = [
 ];
 
 /**
- * The status and shared JSON body an error is answered with (express's error handler and the bare-request fast
- * paths both answer through this). `onUnexpected` hears of anything that is not a client error (logged there);
- * `onDatabaseRefusal` of a value Postgres refused (answered 400, worth a warning).
+ * The status and shared body of an error (express's handler and the bare fast paths). `onUnexpected` hears of
+ * what is not a client error, `onDatabaseRefusal` of a value Postgres refused (a 400 worth a warning).
  */
 export function errorResponse(
   error: any,

@@ -6,12 +6,10 @@ import { BlockList, isIPv4, isIPv6 } from 'node:net';
  * single addresses, `loopback` (127.0.0.0/8 and ::1, the default: the dev edge on the same host) or `none`.
  */
 export interface TrustedProxies {
-  /** The list as configured, for logs and errors. */
   readonly source: string;
   has(address: string): boolean;
 }
 
-/** The default of TRUSTED_PROXIES: only a proxy on this host (the dev edge, a sidecar). */
 const DEFAULT_TRUSTED_PROXIES = 'loopback';
 
 /** What a bad TRUSTED_PROXIES entry is refused with (the config names the variable). */
@@ -27,11 +25,7 @@ function normalizeAddress(address: string): string {
   return isIPv6(trimmed) ? trimmed.toLowerCase() : trimmed;
 }
 
-/**
- * What a per-address limit counts for a client address: an IPv4 address itself, an IPv6 address its /64 (the
- * network one host is usually given: an IPv6 client rotating addresses within it stays one client). Anything else
- * (an unknown peer) as is.
- */
+/** What a per-address limit counts: an IPv6 address by its /64 (one host's network), others as they are. */
 export function addressBucket(address: string): string {
   const normalized = normalizeAddress(address);
   if (!isIPv6(normalized)) return normalized;
@@ -113,11 +107,9 @@ const MAX_REMEMBERED_ADDRESSES = 4096;
 const MAX_FORWARDED_HOPS = 32;
 
 /**
- * The address of the client that sent a request: the socket's peer, unless that peer is a trusted proxy; then
- * X-Forwarded-For is walked from the right (each proxy appends the address it was connected from), skipping
- * trusted proxies, and the first untrusted address is the client. Entries left of it were written by the
- * client and are never believed. A malformed entry ends the walk at the last trusted hop; when every hop is
- * trusted, the left-most one is the client.
+ * The socket's peer, unless it is a trusted proxy: then the first untrusted X-Forwarded-For hop from the
+ * right (entries left of it are the client's own, never believed). A malformed entry ends the walk at the
+ * last trusted hop; when every hop is trusted, the left-most one is the client.
  */
 export function clientAddress(req: IncomingMessage, trusted: TrustedProxies): string {
   const peer = normalizeAddress(req.socket.remoteAddress ?? '');

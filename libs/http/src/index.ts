@@ -50,7 +50,6 @@ export {
   plainSchema,
   schemaParameters,
   securitySchemes,
-  serveOpenApi,
 } from './openapi';
 export {
   checkRateLimit,

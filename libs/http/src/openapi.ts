@@ -1,5 +1,4 @@
 import { type TObject, type TSchema, Type } from '@sinclair/typebox';
-import type { Express } from 'express';
 import { IDEMPOTENCY_KEY_PATTERN } from './idempotency';
 
 /** JSON Schema of the one error body every service answers with (see errorHandler). */
@@ -55,15 +54,11 @@ export function errorResponses(entries: Record<string, string>) {
 }
 
 /** Query or path parameters from the TypeBox object that validates them. */
-export function schemaParameters(
-  where: 'query' | 'path',
-  schema: TObject,
-  options: { rename?: Record<string, string>; allOptional?: boolean } = {},
-) {
+export function schemaParameters(where: 'query' | 'path', schema: TObject) {
   return Object.entries(schema.properties).map(([name, property]) => ({
-    name: options.rename?.[name] ?? name,
+    name,
     in: where,
-    required: where === 'path' || (!options.allOptional && (schema.required ?? []).includes(name)),
+    required: where === 'path' || (schema.required ?? []).includes(name),
     ...(property.description ? { description: property.description } : {}),
     schema: plainSchema(property),
   }));
@@ -82,11 +77,8 @@ export function idempotencyKeyParameter(description?: string) {
 
 /** The bearer security schemes the services use; pick the ones a document needs. */
 export const securitySchemes = {
-  /** The seller API key. */
   apiKey: { type: 'http', scheme: 'bearer', description: 'the seller API key: Authorization: Bearer sk_…' },
-  /** The browser widget's key. */
   publishableKey: { type: 'http', scheme: 'bearer', description: 'pk_… publishable key (the widget)' },
-  /** Operator routes (see operatorAuth). */
   operatorToken: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <OPERATOR_TOKEN>' },
 } as const;
 
@@ -122,13 +114,4 @@ export function openApiDocument(options: OpenApiDocumentOptions) {
     paths: options.paths,
     ...(options.webhooks ? { webhooks: options.webhooks } : {}),
   };
-}
-
-/** Serves the document (serialised once) at `path`, readable from any origin (API explorers, SDK generators). */
-export function serveOpenApi(app: Express, path: string, document: unknown): void {
-  const body = JSON.stringify(document);
-  app.get(path, (_req, res) => {
-    res.setHeader('Access-Control-Allow-Origin', '*');
-    res.type('application/json').send(body);
-  });
 }

@@ -36,10 +36,8 @@ interface DescribedResponse {
 type BareHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 /**
- * A route served on the bare node request, ahead of express's stack (request id, JSON body parser, router), for
- * the requests whose URL starts with `prefix`: a hot route whose stack costs more than its work, or whose body
- * must reach its handler as sent. The server offers each such request to `handle` first (libs/runtime); what
- * `handle` leaves goes to express and the route's `handler`, when it has one.
+ * A route served on the bare node request for URLs starting with `prefix`, ahead of express's stack (a hot
+ * route whose stack costs more than its work, or whose body must reach it as sent); the rest go to express.
  */
 interface BareServing {
   prefix: string;
@@ -119,10 +117,7 @@ interface RouteDeclaration<
 /** Any route, whatever its schemas (what lists of routes hold). */
 export type AnyRoute = RouteDefinition<any, any, any>;
 
-/**
- * Declares a route once: the method, path, schemas of params/query/body/responses, auth and handler. `mountRoutes`
- * registers it on express with its validation, and `routesOpenApi` documents it, so the two cannot drift.
- */
+/** Declares a route once: `mountRoutes` serves it validated, `routesOpenApi` documents it, so they agree. */
 export function defineRoute<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,
@@ -131,10 +126,7 @@ export function defineRoute<
   return route;
 }
 
-/**
- * Query and path values arrive as strings: those whose schema says integer, number or boolean are converted
- * when they read as one (`"5"` → 5), anything else is left for the validation to refuse with its rule.
- */
+/** Query and path strings whose schema says integer, number or boolean become one when they read as one. */
 function coerceStrings(schema: TObject, values: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...values };
   for (const [name, property] of Object.entries(schema.properties)) {
@@ -167,9 +159,8 @@ function validationMiddleware(route: AnyRoute): RequestHandler {
 }
 
 /**
- * Puts `handlers` ahead of the `before` middleware of the declared route `method path` and documents `errors`
- * with it: a rate limit wired where the routes are mounted, without a second route for the path. Throws when no
- * such route is declared (a renamed route must not silently lose its limit).
+ * Puts `handlers` ahead of the route's `before` and documents `errors` (a rate limit wired where routes are
+ * mounted). Throws when no such route is declared: a renamed route must not silently lose its limit.
  */
 export function guardRoute(
   routes: AnyRoute[],
@@ -191,10 +182,7 @@ export function bareRoutesOf(app: Express): readonly BareServing[] {
   return BARE_ROUTES.get(app) ?? [];
 }
 
-/**
- * Registers each route on the app: auth, validation, `before` middleware, then the handler; a route served on the
- * bare request is recorded for the server (`bareRoutesOf`).
- */
+/** Registers each route: auth, validation, `before`, handler; a bare one is recorded for `bareRoutesOf`. */
 export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   for (const route of routes) {
     if (route.bare) {
@@ -269,8 +257,8 @@ function operationOf(route: AnyRoute) {
   };
 }
 
-/** The OpenAPI 3.1 paths object of the routes (a path with several methods gets one entry per method). */
-function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<string, unknown>> {
+/** A whole OpenAPI document from the declared routes plus the document's own facts (title, schemes…). */
+export function routesOpenApi(options: Omit<OpenApiDocumentOptions, 'paths'>, routes: AnyRoute[]) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     if (route.method === 'head') continue;
@@ -278,18 +266,10 @@ function routesOpenApiPaths(routes: AnyRoute[]): Record<string, Record<string, u
     paths[path] ??= {};
     paths[path][route.method] = operationOf(route);
   }
-  return paths;
+  return openApiDocument({ ...options, paths });
 }
 
-/** A whole OpenAPI document from the declared routes plus the document's own facts (title, schemes…). */
-export function routesOpenApi(options: Omit<OpenApiDocumentOptions, 'paths'>, routes: AnyRoute[]) {
-  return openApiDocument({ ...options, paths: routesOpenApiPaths(routes) });
-}
-
-/**
- * The route serving the OpenAPI document of `routes` at `path` (serialised once, readable from any origin,
- * like serveOpenApi); the document lists this route too. Mount it with the others.
- */
+/** The route serving the OpenAPI document of `routes` (and of itself) at `path`, readable from any origin. */
 export function openApiRoute(
   path: string,
   options: Omit<OpenApiDocumentOptions, 'paths'>,

@@ -1,10 +1,7 @@
 /**
- * Rules every JSON value a service accepts must meet before its schema is even looked at, because Postgres
- * (text, jsonb) and JSON itself cannot carry them faithfully: no NUL character, no unpaired UTF-16
- * surrogate (both refused by Postgres, or silently turned into U+FFFD), no number beyond 2^53 − 1 in size
- * (JSON parsing rounds it), and a bounded nesting depth (recursive code downstream must not overflow).
- * Checked once for every parsed JSON body (createApp) and for every value assertValid sees (fast paths,
- * query strings, path parameters).
+ * Rules every accepted JSON value meets before its schema is looked at, as Postgres and JSON cannot carry
+ * them faithfully: no NUL, no unpaired surrogate (refused or turned into U+FFFD), no number beyond 2^53 − 1
+ * (rounded), and a bounded depth (recursive code downstream must not overflow).
  */
 export const MAX_JSON_DEPTH = 32;
 
@@ -24,11 +21,7 @@ function textRule(text: string): string | undefined {
   return undefined;
 }
 
-/**
- * The first place where `value` breaks one of the rules above, as a dotted field (`endpoints.0.path`, or
- * `root` for the value itself) and the rule; undefined when it meets them all. Iterative, so a hostile
- * depth cannot overflow the stack; stops at the first break.
- */
+/** The first break of the rules above as a dotted field and its rule; iterative, so depth cannot overflow. */
 export function findStoredTextViolation(
   value: unknown,
   root: string,

@@ -35,40 +35,37 @@ function describeKeyword(error: ErrorObject, root: string): { field: string; rul
     .filter(Boolean)
     .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
   const params = error.params as Record<string, unknown>;
+  if (error.keyword === 'required') path.push(String(params.missingProperty));
+  if (error.keyword === 'additionalProperties') path.push(String(params.additionalProperty));
+  return { field: path.join('.') || root, rule: ruleOf(error, params) };
+}
+
+function ruleOf(error: ErrorObject, params: Record<string, unknown>): string {
   switch (error.keyword) {
     case 'required':
-      path.push(String(params.missingProperty));
-      return { field: path.join('.') || root, rule: 'is required' };
+      return 'is required';
     case 'additionalProperties':
-      path.push(String(params.additionalProperty));
-      return { field: path.join('.') || root, rule: 'is not an allowed field' };
+      return 'is not an allowed field';
     case 'minLength':
-      return { field: path.join('.') || root, rule: `must be at least ${params.limit} characters` };
+      return `must be at least ${params.limit} characters`;
     case 'maxLength':
-      return { field: path.join('.') || root, rule: `must be at most ${params.limit} characters` };
+      return `must be at most ${params.limit} characters`;
     case 'pattern': {
       // A pattern reads badly as a rule: a schema may say it in words (`{ pattern, 'x-rule': 'must be kebab-case' }`).
       const rule = (error.parentSchema as { 'x-rule'?: unknown } | undefined)?.['x-rule'];
-      return {
-        field: path.join('.') || root,
-        rule: typeof rule === 'string' ? rule : `must match ${params.pattern}`,
-      };
+      return typeof rule === 'string' ? rule : `must match ${params.pattern}`;
     }
     case 'enum':
-      return {
-        field: path.join('.') || root,
-        rule: `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}`,
-      };
+      return `must be one of ${(params.allowedValues as unknown[]).map(String).join(', ')}`;
     case 'const':
-      return { field: path.join('.') || root, rule: `must be ${JSON.stringify(params.allowedValue)}` };
+      return `must be ${JSON.stringify(params.allowedValue)}`;
     case 'anyOf': {
       // A union of literals (TypeBox's Type.Union([Type.Literal('a'), …])) reads as the list of its values.
       const values = literalValues(error.schema);
-      if (values) return { field: path.join('.') || root, rule: `must be one of ${values.join(', ')}` };
-      return { field: path.join('.') || root, rule: 'is not one of the allowed values or types' };
+      return values ? `must be one of ${values.join(', ')}` : 'is not one of the allowed values or types';
     }
     default:
-      return { field: path.join('.') || root, rule: error.message ?? 'is invalid' };
+      return error.message ?? 'is invalid';
   }
 }
 
@@ -82,10 +79,7 @@ function literalValues(branches: unknown): string[] | undefined {
 /** Values already held to the stored-text rules (bodies checked by createApp), not walked twice. */
 const checkedValues = new WeakSet<object>();
 
-/**
- * Throws a 400 naming the field and the rule when `value` breaks a stored-text rule (NUL, unpaired
- * surrogate, inexact number, nesting depth; see stored-text.ts).
- */
+/** Throws a 400 naming the field and the rule when `value` breaks a stored-text rule (stored-text.ts). */
 export function assertStoredText(value: unknown, root = 'body'): void {
   const isObject = value !== null && typeof value === 'object';
   if (isObject && checkedValues.has(value)) return;
@@ -95,10 +89,7 @@ export function assertStoredText(value: unknown, root = 'body'): void {
   if (isObject) checkedValues.add(value);
 }
 
-/**
- * Validates `value` against a TypeBox schema, after the stored-text rules every input meets; throws a 400
- * naming the field and the rule.
- */
+/** Validates `value` against a TypeBox schema after the stored-text rules; a 400 names field and rule. */
 export function assertValid<T extends TSchema>(schema: T, value: unknown, root = 'body'): Static<T> {
   assertStoredText(value, root);
   const validator = compile(schema);

@@ -13,7 +13,7 @@ import { createDelivery } from './webhooks/repository';
 /** Durable consumer names: one per subject (nats 2.9 allows one filter subject per consumer). */
 const durableFor = (subject: Subject) => `notifier_${subject.replace(/[^a-z0-9]/g, '_')}`;
 
-/** In the consumer's transaction (the inbox makes a redelivery a no-op): the body, one delivery per target. */
+/** In the consumer's transaction (the inbox makes a redelivery a no-op): the body, a delivery per target. */
 async function enqueueWebhook(
   trx: Transaction<NotifierDatabase>,
   envelope: EventEnvelope<WebhookEventType, { sellerId: string | null }>,

@@ -1,4 +1,4 @@
-/** Told apart by class; HTTP refusals are `HttpError`s, the live socket's its `ErrorCode`s (live/protocol.ts). */
+/** Told apart by class; HTTP refusals are `HttpError`s, the socket's its `ErrorCode`s (live/protocol.ts). */
 export class NotifierError extends Error {
   override name = 'NotifierError';
 }

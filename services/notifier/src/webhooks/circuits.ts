@@ -26,7 +26,10 @@ function cooldownMs(openCount: number, policy: BreakerPolicy): number {
   );
 }
 
-/** In the attempt's transaction: the threshold reached while closed, or a failed probe, opens; an answer closes. */
+/**
+ * In the attempt's transaction: the threshold reached while closed, or a failed probe, opens the circuit with
+ * the next cooldown; any other answer means the target answers, and closes it.
+ */
 export async function recordCircuitOutcome(
   trx: Transaction<NotifierDatabase>,
   at: { sellerId: string; target: string; now: Date; failed: boolean; error: string | null },

@@ -7,7 +7,7 @@ import type { ClaimedDelivery } from './repository';
 /** (seller, target) queues one pass scans at most (one index probe each); the cursor continues from there. */
 const MAX_TARGETS_SCANNED_PER_PASS = 2000;
 
-/** `limit`: the free sending slots (at most the batch size); `after`: the seller the previous pass ended on. */
+/** `limit`: the free sending slots (at most the batch); `after`: the seller the previous pass ended on. */
 type FairClaimOptions = Pick<
   NotifierConfig,
   | 'webhookClaimLeaseMs'

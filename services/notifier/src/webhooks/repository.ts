@@ -103,7 +103,7 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-/** Logs one attempt and moves the delivery on; failed once past give_up_at or with no `retryAt` (attempts spent). */
+/** Logs one attempt and moves the delivery on; failed past give_up_at or without `retryAt` (all spent). */
 export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
   delivery: ClaimedDelivery,
