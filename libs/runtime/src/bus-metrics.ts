@@ -2,13 +2,7 @@ import type { Bus } from '@paygate/bus';
 import { CONSUMERS, type ServiceName } from '@paygate/contracts';
 import { Gauge, type Registry } from 'prom-client';
 
-/**
- * The bus as an operator's alerts see it, read from JetStream when Prometheus scrapes /metrics (each read bounded
- * by the JetStream manager's request timeout, 5 s), for the service's own declared consumers only:
- * - bus_consumer_pending_messages{consumer}: events not yet acknowledged (not delivered + delivered, not acked);
- * - bus_dead_letter_messages{consumer}: events parked on the consumer's dead-letter subject for an operator.
- * A value that could not be read is -1 (as outbox_backlog): the readiness alerts say why.
- */
+/** The declared consumers' backlog and dead letters, read from JetStream at each scrape; -1: unreadable. */
 export function registerBusMetrics(registry: Registry, bus: Bus, service: ServiceName): void {
   const durables = Object.keys(CONSUMERS[service]);
   if (durables.length === 0) return;

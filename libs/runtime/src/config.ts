@@ -1,7 +1,6 @@
 import { formatAddress } from '@paygate/chain';
 import { parseTrustedProxies, type TrustedProxies } from '@paygate/http';
 import {
-  bool,
   type CleanedEnv,
   cleanEnv,
   EnvError,
@@ -14,7 +13,7 @@ import {
 } from 'envalid';
 import { RuntimeError } from './errors';
 
-export { bool, num, port, str, url } from 'envalid';
+export { str } from 'envalid';
 
 export interface CommonConfig {
   serviceName: string;
@@ -32,10 +31,7 @@ export interface CommonConfig {
   production: boolean;
   /** How many times start-up tries to reach Postgres and NATS before giving up. */
   startupAttempts: number;
-  /**
-   * TRUSTED_PROXIES: the proxies whose X-Forwarded-For decides the client address (rate limits): loopback by
-   * default (the dev edge); k8s sets the ingress controller's pod range.
-   */
+  /** TRUSTED_PROXIES: whose X-Forwarded-For decides the client address; k8s sets the ingress's pod range. */
   trustedProxies: TrustedProxies;
   /** The Postgres pool and its bounds (DB_POOL_SIZE, DB_STATEMENT_TIMEOUT_MS, DB_LOCK_TIMEOUT_MS, …); docs/reliability.md. */
   database?: DatabaseLimits;
@@ -69,11 +65,7 @@ export class ConfigError extends RuntimeError {
   override name = 'ConfigError';
 }
 
-/**
- * An integer setting within bounds, the one rule every service's config uses: a bad value is reported as
- * `NAME: must be an integer from <min> to <max>` with the others. 0 is only allowed where `min` says so (for a
- * timeout or a size, 0 would mean "no limit": every bound here is a real one).
- */
+/** An integer setting within bounds; 0 only where `min` allows it (it would mean "no limit" to a timeout). */
 export function int(spec: {
   default?: number;
   min: number;
@@ -100,10 +92,7 @@ export const DEV_OPERATOR_TOKEN = 'dev-operator-token';
 /** The shortest OPERATOR_TOKEN any service accepts (productionGuards asks for 24 characters in production). */
 const MIN_OPERATOR_TOKEN_LENGTH = 16;
 
-/**
- * An optional address setting (CHECKOUT_ESCROW_ADDRESS, …): checksummed, or '' when unset or blank; anything else
- * than a 20-byte hex address is reported as `NAME: must be a 20-byte hex address` with the other problems.
- */
+/** An optional address setting (CHECKOUT_ESCROW_ADDRESS, …): checksummed, or '' when unset or blank. */
 export function optionalAddress(): RequiredValidatorSpec<string> {
   return makeValidator<string>((input) => {
     const value = String(input).trim();
@@ -117,10 +106,8 @@ export function optionalAddress(): RequiredValidatorSpec<string> {
 }
 
 /**
- * OPERATOR_TOKEN, the bearer token of the operator routes, the one rule of every service that has them: at least
- * 16 characters; DEV_OPERATOR_TOKEN outside production when unset, no default in production. A spec for the
- * service's parseEnv call, so a bad token is named with the other bad variables. The service still lists
- * OPERATOR_TOKEN in productionGuards' secrets (24 characters, no development value, not guessable).
+ * OPERATOR_TOKEN for a service's parseEnv: at least 16 characters; DEV_OPERATOR_TOKEN outside production when
+ * unset, no default in production (productionGuards' secrets hold it to more there).
  */
 export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<string> {
   const token = makeValidator<string>((input) => {
@@ -134,38 +121,25 @@ export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<st
     : token({ default: DEV_OPERATOR_TOKEN });
 }
 
-/** The settings one parseEnv call reads: each variable's envalid validator (`int`, `str`, `num`, `bool`, `url`). */
 type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
 
 /**
- * What parseEnv returns for `S`, read off the validators (`int`, `num` → number; `str`, `url` → string), with
- * envalid's accessors (isProduction, …). `| undefined` only where a spec's type says `default: undefined`: a
- * default that is undefined only at run time (`production ? undefined : 'x'`) is typed as always present, so a
- * setting required in production is a validator of its own instead (operatorTokenSpec).
+ * Parses the environment once with envalid, throwing one error that names every bad variable (an unset
+ * required one by its spec's `desc`). A setting required only in production needs a validator of its own
+ * (operatorTokenSpec): a default undefined only at run time is typed as always present.
  */
-export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
-
-/**
- * Parses the environment once, with envalid, throwing one clear error that names every bad variable. A required
- * variable that is unset is reported by its spec's `desc`, else as "must be set" (envalid's own message for it is
- * the desc, "undefined" when there is none). With `problems`, the bad variables are added to it instead (their
- * values are undefined): a config that checks more after parsing throws once for all of them.
- */
-export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): ParsedEnv<S>;
-/**
- * With `problems`, a variable that failed reads as undefined, so the result is Partial: the compiler makes a config
- * check each value it reads before throwIfProblems, which makes the result whole.
- */
+export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): CleanedEnv<S>;
+/** With `problems`, bad variables go there and read as undefined: throwIfProblems makes the result whole. */
 export function parseEnv<S extends EnvSpecs>(
   env: NodeJS.ProcessEnv,
   specs: S,
   problems: string[],
-): Partial<ParsedEnv<S>>;
+): Partial<CleanedEnv<S>>;
 export function parseEnv<S extends EnvSpecs>(
   env: NodeJS.ProcessEnv,
   specs: S,
   problems?: string[],
-): ParsedEnv<S> | Partial<ParsedEnv<S>> {
+): CleanedEnv<S> | Partial<CleanedEnv<S>> {
   const problemOf = (key: string, error: Error) =>
     error instanceof EnvMissingError
       ? (specs[key]?.desc ?? 'must be set (it has no default)')
@@ -177,14 +151,12 @@ export function parseEnv<S extends EnvSpecs>(
       else throwIfProblems(found);
     },
   });
-  // envalid's object throws when a variable that failed is read; with `problems` it is read as undefined instead.
+  // envalid's object throws when a variable that failed is read; with `problems` it is read as undefined
+  // instead.
   return problems ? { ...parsed } : parsed;
 }
 
-/**
- * Throws one ConfigError naming every problem found, if any. Given the Partial result of `parseEnv(…, problems)`,
- * it is whole afterwards: a config reads its values unchecked only once this has run.
- */
+/** Throws one ConfigError naming every problem, if any; `parsed` (of parseEnv with problems) is whole after. */
 export function throwIfProblems<T extends object>(
   problems: string[],
   parsed?: Partial<T>,
@@ -272,5 +244,3 @@ export function commonConfig(
     natsStreamReplicas: parsed.NATS_STREAM_REPLICAS,
   };
 }
-
-export { bool as envBool };

@@ -8,7 +8,6 @@ import {
   Kysely,
   type Migration,
   type MigrationLockOptions,
-  type MigrationProvider,
   Migrator,
   PostgresAdapter,
   PostgresDialect,
@@ -29,11 +28,7 @@ interface DatabaseOptions extends Partial<DatabaseLimits> {
   schema: string;
 }
 
-/**
- * Kysely's own Postgres introspector reads every schema of the database and calls has_schema_privilege() by
- * name, which fails when another service (or test suite) drops its schema mid-query. Migrations only need to
- * know about this service's schema, so introspection is scoped to it.
- */
+/** Kysely's introspector reads every schema, failing when another service drops one mid-query: scoped. */
 class SchemaScopedIntrospector implements DatabaseIntrospector {
   constructor(
     private readonly db: Kysely<unknown>,
@@ -69,15 +64,11 @@ const MIGRATION_LOCK_CLASS = 0x70676d67;
 const MIGRATION_LOCK_WAIT_MS = 5 * 60_000;
 const UNIQUE_VIOLATION = '23505';
 
-/**
- * kysely's migration lock is one advisory lock for the whole database, so every service's start-up waited for every
- * other's migrations (seven fresh schemas migrated one after another when a system starts). Each service migrates
- * only its own schema, so the lock is the schema's: replicas of one service still migrate one at a time.
- */
+/** kysely's migration lock is one per database; each service migrates only its schema, so it locks that. */
 class SchemaMigrationLockAdapter extends PostgresAdapter {
   override async acquireMigrationLock(db: Kysely<unknown>, options: MigrationLockOptions): Promise<void> {
-    // A bounded wait, as kysely's own lock has, longer than the pool's lock_timeout: a replica waits for another's
-    // migrations of the schema instead of failing its start.
+    // A bounded wait, as kysely's own lock has, longer than the pool's lock_timeout: a replica waits for
+    // another's migrations of the schema instead of failing its start.
     await sql`
       with bounded as (select set_config('lock_timeout', ${String(MIGRATION_LOCK_WAIT_MS)}, true))
       select pg_advisory_lock(${MIGRATION_LOCK_CLASS}, hashtext(${lockedSchema(options)})) from bounded`.execute(
@@ -118,14 +109,11 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
 const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
 
 /**
- * Marks a statement on a hot path (a paid call's claim) to be prepared once per pooled connection and run by name
- * after that: Postgres then skips parsing and, once its plan is cached, planning (figures: docs/benchmarks.md,
- * "Prepared claim statements"). Put it first in the template:
- * sql`${preparedStatement('ledger_claims')} with ...`. One name, one text: pg refuses a name prepared for another
- * text on the same connection, so a statement whose text varies puts what varies in its name. Name every result
- * column (no `*`, no `returning *` in the result): a migration that adds a column while a replica runs would change a
- * prepared statement's result type, and Postgres refuses to run it on that connection again ("cached plan must not
- * change result type").
+ * Marks a hot statement to be prepared once per pooled connection and run by name after that; first in the
+ * template: sql`${preparedStatement('ledger_claims')} with ...`. One name, one text (pg refuses a name
+ * prepared for another text), and every result column named (no `*`): a migration adding a column would
+ * change a prepared statement's result type, which Postgres then refuses to run ("cached plan must not change
+ * result type").
  */
 export function preparedStatement(name: string): RawBuilder<unknown> {
   if (!/^[a-z][a-z0-9_]*$/.test(name))
@@ -148,18 +136,14 @@ export function createDatabase<DB>(options: DatabaseOptions): Kysely<DB> {
   return databaseOn<DB>(createPool(options), options.schema);
 }
 
-/**
- * A handle typed with `DB` over a pool of createPool: one pool may serve several handles, each typed with the
- * tables its user reads (the outbox relay's BusTables beside the service's DB). Destroying one ends the pool.
- */
+/** A handle typed with `DB` over a createPool pool (several may share one); destroying one ends the pool. */
 export function databaseOn<DB>(pool: pg.Pool, schema: string): Kysely<DB> {
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, schema) });
 }
 
 /** The pool of a service's connections, scoped to its schema. */
 export function createPool(options: DatabaseOptions): pg.Pool {
-  // Every wait is bounded (docs/reliability.md): for a connection of the pool, a statement, a lock, and a
-  // transaction left open by a process that froze or died between statements.
+  // Every wait is bounded: for a pooled connection, a statement, a lock, a transaction left open.
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...definedOnly(options) };
   const pool = new pg.Pool({
     connectionString: options.url,
@@ -174,9 +158,8 @@ export function createPool(options: DatabaseOptions): pg.Pool {
     ].join(' '),
   });
   pool.on('error', () => undefined); // a dropped idle client is replaced on next use
-  // A client the pool has handed out (a transaction waiting on NATS or an RPC between two statements) has no
-  // error listener of the pool's: a backend ended under it (pg_terminate_backend, a Postgres restart) emitted an
-  // unhandled 'error' and crashed the whole service (found by make chaos). The next statement fails instead.
+  // A client handed out has no listener of the pool's: a backend ended under it would emit an unhandled
+  // 'error' and crash the service. The next statement fails instead.
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
     prepareMarkedStatements(client);
@@ -192,18 +175,7 @@ function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
   );
 }
 
-class StaticMigrationProvider implements MigrationProvider {
-  constructor(private readonly migrations: Record<string, Migration>) {}
-  async getMigrations() {
-    return this.migrations;
-  }
-}
-
-/**
- * Creates the schema if needed and runs `migrations`, with kysely's bookkeeping table inside that schema. A service's
- * migrations list the libraries' tables it holds (services/<name>/migrations/index.ts: the bus's outbox and inbox,
- * …) beside its own. Concurrent replicas are serialised by the schema's migration lock.
- */
+/** Creates the schema if needed and runs `migrations` (kysely's table in it), one replica at a time. */
 export async function migrateToLatest<DB>(
   db: Kysely<DB>,
   schema: string,
@@ -212,13 +184,12 @@ export async function migrateToLatest<DB>(
   repeatableSql: RepeatableSql[] = [],
 ): Promise<void> {
   await sql`create schema if not exists ${sql.id(schema)}`.execute(db).catch((error) => {
-    // Replicas starting together on a new database: `if not exists` is not atomic in Postgres, and all but one of
-    // them fail on the catalog's unique index (found by migration-lock.test.ts). The schema is there either way.
+    // `if not exists` is not atomic: replicas starting together fail on the catalog's unique index.
     if (error?.code !== UNIQUE_VIOLATION) throw error;
   });
   const migrator = new Migrator({
     db,
-    provider: new StaticMigrationProvider(migrations),
+    provider: { getMigrations: async () => migrations },
     migrationTableSchema: schema,
   });
   const { error, results } = await migrator.migrateToLatest();
@@ -230,11 +201,7 @@ export async function migrateToLatest<DB>(
   await applyRepeatableSql(db, schema, repeatableSql, logger);
 }
 
-/**
- * A file of functions and views that is the one definition of them (`create or replace …`), applied after the
- * versioned migrations whenever its text changed. Versioned migrations create tables and stay frozen; the logic
- * that changes (booking functions, views) lives once, here, instead of being copied into every migration.
- */
+/** Functions and views defined once (`create or replace`), applied after migrations when their text changed. */
 export interface RepeatableSql {
   name: string;
   sql: string;
@@ -251,14 +218,7 @@ export function readRepeatableSql(fromDir: string, file: string): RepeatableSql 
   throw new DatabaseSetupError(`repeatable SQL file sql/${file} not found above ${fromDir}`);
 }
 
-function sqlChecksum(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
-}
-
-/**
- * Applies each script whose checksum differs from the one recorded, in one transaction per script, serialised
- * across replicas by an advisory lock scoped to the schema.
- */
+/** Applies each script whose checksum changed, one transaction each, under the schema's advisory lock. */
 export async function applyRepeatableSql<DB>(
   db: Kysely<DB>,
   schema: string,
@@ -271,7 +231,7 @@ export async function applyRepeatableSql<DB>(
     db,
   );
   for (const script of scripts) {
-    const checksum = sqlChecksum(script.sql);
+    const checksum = createHash('sha256').update(script.sql).digest('hex');
     await db.transaction().execute(async (trx) => {
       await sql`select pg_advisory_xact_lock(hashtextextended(${`runtime:repeatable-sql:${schema}`}, 0))`.execute(
         trx,

@@ -1,7 +1,4 @@
-/**
- * The runtime's errors: one base, `RuntimeError`, and a named subclass per situation, so a caller tells them apart
- * by class (`instanceof StartupError`), never by message text. `ConfigError` (config.ts, beside the settings) is one.
- */
+/** The runtime's errors, told apart by class, never by message; `ConfigError` (config.ts) is one too. */
 export class RuntimeError extends Error {
   override name = 'RuntimeError';
 }

@@ -1,5 +1,5 @@
-// The one kickable, non-overlapping background loop and the one backoff (they live in the bus library, which sits
-// below the runtime, so the outbox relay and the consumers use them too).
+// The one kickable, non-overlapping background loop and the one backoff (they live in the bus library, which
+// sits below the runtime, so the outbox relay and the consumers use them too).
 export { type BackoffPolicy, backoffDelayMs, type PassOutcome, PolledTask, PollingLoop } from '@paygate/bus';
 export { type ChainConfig, chainConfig } from './chain-config';
 export {
@@ -11,7 +11,6 @@ export {
   int,
   operatorTokenSpec,
   optionalAddress,
-  type ParsedEnv,
   parseEnv,
   str,
   throwIfProblems,

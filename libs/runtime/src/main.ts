@@ -4,9 +4,8 @@ import { StartupError } from './errors';
 import type { StartedService } from './service';
 
 /**
- * The body of every service's main.ts: start telemetry, start the service, stop cleanly on SIGTERM/SIGINT.
- * Configuration and start-up failures end the process with one clear log line and no stack trace; on standard error
- * when LOG_LEVEL silences even fatal lines, so a process never exits 1 without saying why.
+ * Every service's main: telemetry, start, a clean stop on SIGTERM/SIGINT. A failed start ends the process
+ * with one log line (on stderr when LOG_LEVEL silences fatal), never exiting 1 without saying why.
  */
 export async function runMain(name: string, start: () => Promise<StartedService>): Promise<void> {
   startTelemetry(name);

@@ -2,9 +2,8 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:
 import { SealedSecretError } from './errors';
 
 /**
- * Secrets a service must read back (the sellers' webhook secrets, the gateway's ticket signing key) are stored
- * sealed with AES-256-GCM under a key derived from configured key material and the secret's purpose, so a leaked
- * table (or backup) alone reveals nothing, and one purpose's key opens nothing of another's.
+ * Secrets a service must read back, sealed with AES-256-GCM under a key derived from the key material and the
+ * purpose: a leaked table alone reveals nothing, and one purpose's key opens nothing of another's.
  */
 export class SecretBox {
   private readonly key: Buffer;

@@ -42,9 +42,9 @@ export interface ServiceContext<DB> {
   logger: Logger;
   metrics: ServiceMetrics;
   /**
-   * Runs `fn` in one transaction, then wakes the outbox relay so its events go out at once. With
-   * `retryConflicts`, a run Postgres aborted for a deadlock or a serialization conflict runs again (bounded;
-   * `fn` must keep all its effects inside the transaction).
+   * Runs `fn` in one transaction, then wakes the outbox relay. With `retryConflicts`, a run aborted for a
+   * deadlock or serialization conflict runs again (bounded; `fn` must keep all its effects inside the
+   * transaction).
    */
   inTransaction<T>(
     fn: (trx: Transaction<DB>) => Promise<T>,
@@ -60,10 +60,7 @@ export interface BackgroundTask {
 /** A readiness check: a named one is reported by its name (`chain`), a bare function by its position. */
 export type ReadinessCheck = (() => Promise<void>) | { name: string; check: () => Promise<void> };
 
-/**
- * Everything a service serves, consumes and runs, constructed once by its `build` (see startService). The runtime
- * mounts the routes, starts the consumers and tasks, and stops them again in the reverse order.
- */
+/** Everything a service serves, consumes and runs, built once by `build`; the runtime starts and stops it. */
 export interface ServiceParts<DB> {
   /** Declared routes (`defineRoute`), mounted in order after health, readiness and metrics. */
   routes?: AnyRoute[];
@@ -88,10 +85,7 @@ export interface ServiceParts<DB> {
 interface CommonDefinition {
   name: ServiceName;
   config: CommonConfig;
-  /**
-   * The schema's migrations: the libraries' tables it holds (busMigrations for the outbox and inbox every service
-   * has; reorgTombstoneMigrations, rateLimitMigrations when it uses them), then its own.
-   */
+  /** The libraries' tables it holds (busMigrations, reorgTombstone/rateLimit ones if used), then its own. */
   migrations: Record<string, Migration>;
   /** Functions and views re-applied after the migrations whenever their text changes (see `applyRepeatableSql`). */
   repeatableSql?: RepeatableSql[];
@@ -102,19 +96,12 @@ interface CommonDefinition {
   maxHeaderSize?: number;
 }
 
-/**
- * A service built once: `build` gets the context (Postgres, NATS, the outbox relay, logger, metrics) and constructs
- * every part of the service, top to bottom, returning what the runtime mounts, starts and stops. What else it
- * returns (a dispatcher a test drives) is handed back as `RunningService.parts`.
- */
+/** `build` constructs every part from the context; what else it returns is handed back as `parts`. */
 interface ServiceDefinition<DB, P extends ServiceParts<DB>> extends CommonDefinition {
   build: (ctx: ServiceContext<DB>) => P | Promise<P>;
 }
 
-/**
- * A started service as its supervisor sees it, whatever its `Database`: where it serves, and how to stop it
- * (runMain, and a test that holds several services).
- */
+/** A started service as its supervisor (runMain, a test holding several) sees it, whatever its `Database`. */
 export interface StartedService {
   url: string;
   stop(): Promise<void>;
@@ -123,7 +110,6 @@ export interface StartedService {
 /** A started service with its context and parts, typed by its own `Database`. */
 export interface RunningService<DB, P extends ServiceParts<DB> = ServiceParts<DB>> extends StartedService {
   ctx: ServiceContext<DB>;
-  /** What the service's `build` returned. */
   parts: P;
   app: Express;
   server: Server;
@@ -131,10 +117,7 @@ export interface RunningService<DB, P extends ServiceParts<DB> = ServiceParts<DB
 
 const READY_TIMEOUT_MS = 2000;
 
-/**
- * Every durable consumer must be declared in @paygate/contracts (CONSUMERS): the service's NATS user may create and
- * read only those, so an undeclared one would fail against an authorizing NATS. Refused here, on every NATS.
- */
+/** A service's NATS user may use only the consumers contracts declare (CONSUMERS): refused on any NATS. */
 function checkDeclaredConsumers<DB>(service: ServiceName, consumers: DeclaredConsumer<DB>[]): void {
   for (const { durable, subject } of consumers) {
     const declared = declaredConsumerSubject(service, durable);
@@ -156,9 +139,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /**
- * Starts a service: reaches Postgres and NATS (bounded retries, one log line each), migrates its schema,
- * declares streams, builds the service's parts once (`build`), starts the outbox relay, consumers and background
- * tasks, and serves HTTP with /healthz, /readyz and /metrics.
+ * Reaches Postgres and NATS (bounded retries), migrates, declares streams, builds the parts, starts the
+ * relay, consumers and tasks, and serves HTTP with /healthz, /readyz and /metrics.
  */
 export async function startService<DB, P extends ServiceParts<DB> = ServiceParts<DB>>(
   definition: ServiceDefinition<DB, P>,
@@ -166,9 +148,7 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
   const { config } = definition;
   const logger = definition.logger ?? createLogger(definition.name, config.logLevel);
   const { db, busTables, bus } = await connect<DB>(definition, logger);
-  // What start-up opened is closed again when a later step fails (a refused key, a taken port): a failed start
-  // leaves no connection, subscription or timer behind (a test's process would not exit; a supervisor's retry
-  // would pile them up).
+  // A failed start closes what it opened: no connection, subscription or timer is left behind.
   const undo: Array<() => Promise<unknown>> = [() => bus.close(), () => db.destroy()];
   try {
     await migrateToLatest(db, config.dbSchema, definition.migrations, logger, definition.repeatableSql);
@@ -225,10 +205,7 @@ export async function startService<DB, P extends ServiceParts<DB> = ServiceParts
   }
 }
 
-/**
- * The outbox relay, the declared consumers and the background tasks, each added to `undo` as it starts (so a
- * later failure stops what already runs).
- */
+/** The relay, consumers and tasks, each added to `undo` as it starts (a later failure stops what runs). */
 async function startWork<DB>(
   ctx: ServiceContext<DB>,
   parts: ServiceParts<DB>,
@@ -240,10 +217,8 @@ async function startWork<DB>(
   undo.unshift(() => ctx.relay.stop());
   const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
   for (const consumer of consumers) undo.unshift(() => consumer.stop());
-  // Started together (each is a few JetStream requests, round trips to a cluster's leader), and all settled before
-  // a failure is thrown, so undo never stops a consumer that is still starting. Their requests can time out while a
-  // cluster elects leaders (a chaos replica exited on one): retried like the connection itself. start() sets
-  // nothing up before those requests succeed.
+  // Started together and all settled before a failure is thrown, so undo never stops one still starting.
+  // Their JetStream requests can time out while a cluster elects leaders: retried like the connection.
   const started = await Promise.allSettled(
     consumers.map((consumer, index) =>
       retryStartup(() => consumer.start(), {
@@ -272,8 +247,7 @@ async function connect<DB>(
   const { config } = definition;
   const pool = createPool({ url: config.databaseUrl, schema: config.dbSchema, ...config.database });
   const db = databaseOn<DB>(pool, config.dbSchema);
-  // The bus's own tables (outbox, inbox), which every service migrates (busMigrations) whatever its `DB` names:
-  // the relay's handle on the same pool, ended with `db`.
+  // The relay's handle on the bus's tables (outbox, inbox), on the same pool, ended with `db`.
   const busTables = databaseOn<BusTables>(pool, config.dbSchema);
   try {
     await retryStartup(() => sql`select 1`.execute(db), {
@@ -396,7 +370,6 @@ function readinessChecks<DB>(
         await ctx.bus.nc.flush();
       },
     ],
-    // A named check is reported by its name (an operator sees "chain"), an unnamed one by its position.
     ...own.map((check, i) =>
       typeof check === 'function'
         ? ([`check_${i}`, check] as [string, () => Promise<void>])
@@ -421,10 +394,7 @@ function inboxConsumer<DB>(
   });
 }
 
-/**
- * Serves the app on the configured port. Each request goes first to the declared routes served on the bare request
- * whose prefix it matches (`bare` in defineRoute), then to express when none answered it.
- */
+/** Serves the app; a request goes first to the bare routes whose prefix it matches, then to express. */
 function listen<DB>(definition: CommonDefinition, ctx: ServiceContext<DB>, app: Express): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
     const bare = bareRoutesOf(app);
@@ -437,9 +407,8 @@ function listen<DB>(definition: CommonDefinition, ctx: ServiceContext<DB>, app: 
             app(req, res);
           };
     const server = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
-    // An idle keep-alive connection stays open longer than a proxy or client keeps its idle sockets (an ingress's
-    // 60 s, undici's and the dev edge's pools): when the server closed first, a request sent on the socket at that
-    // moment failed with "other side closed" (seen on a busy machine, where timers fire late).
+    // Idle keep-alive sockets outlive the proxies' and clients' own: closed first, a request sent on one at
+    // that moment would fail with "other side closed".
     server.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
     server.listen(ctx.config.port, '0.0.0.0', () => resolve(server));

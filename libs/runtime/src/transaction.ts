@@ -1,10 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 
-/**
- * Postgres aborts one of two transactions that wait on each other (deadlock_detected, 40P01) or whose snapshots
- * conflict (serialization_failure, 40001). Nothing of the aborted one was kept, so it may simply run again: the
- * Postgres docs' advice for both.
- */
+/** Deadlock and serialization failure: nothing of the aborted transaction was kept, so it may run again. */
 const CONFLICT_CODES = new Set(['40P01', '40001']);
 
 /** How often a transaction aborted by a conflict runs at most (the first run included). */
@@ -14,11 +10,7 @@ export function isTransactionConflict(error: unknown): boolean {
   return CONFLICT_CODES.has((error as { code?: string } | undefined)?.code ?? '');
 }
 
-/**
- * Runs `fn` in a transaction, and again (at most TRANSACTION_CONFLICT_ATTEMPTS runs in all, after a short
- * random pause) when Postgres aborted it for a deadlock or a serialization conflict. `fn` must keep every effect
- * inside the transaction (rows, outbox events), as a retried run repeats it whole.
- */
+/** Runs `fn` in a transaction, again after a conflict (bounded); `fn` must keep every effect inside it. */
 export async function transactionRetryingConflicts<DB, T>(
   db: Kysely<DB>,
   fn: (trx: Transaction<DB>) => Promise<T>,

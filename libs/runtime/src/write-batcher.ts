@@ -1,9 +1,7 @@
 /**
- * Requests that arrive together written together: those queued in the same turn of the event loop, or while
- * `maxWrites` writes are running, go into one write of at most `maxPerWrite` (one round trip and one commit for a
- * burst instead of one each). `fits(batch, item)` keeps an item out of a batch it must not share (the same transfer
- * twice, or one a write in flight holds): it waits for the next write. `write` settles each item of its batch (every item carries its own promise's
- * resolve and reject) and must not throw.
+ * Requests queued in one turn of the event loop, or while `maxWrites` writes run, go into one write of at
+ * most `maxPerWrite`. `fits` keeps an item out of a batch it must not share (it waits for the next write);
+ * `write` settles each item of its batch and must not throw.
  */
 interface WriteBatcherOptions<T> {
   maxWrites: number;
