@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fetchChainId, makeProvider } from '@paygate/chain';
 import {
@@ -7,14 +8,14 @@ import {
   ContractFactory,
   type InterfaceAbi,
   type JsonRpcProvider,
-  type Signer,
   toQuantity,
   Wallet,
 } from 'ethers';
-import { findFreePort } from './ports';
+import { findFreePort, isAlive } from './ports';
 import { minedReceipt } from './receipts';
-import { leaseSharedAnvil, sharingEnabled } from './shared-anvil';
 import { testWallets } from './wallets';
+
+const DEFAULT_CHAIN_ID = 31337;
 
 /** Path of the anvil binary shipped by @foundry-rs/anvil's platform package (ANVIL_BIN overrides). */
 function resolveAnvilBinary(): string {
@@ -42,8 +43,8 @@ function registerForExitCleanup(child: ChildProcess): void {
 }
 
 /**
- * A `sh` process that SIGKILLs anvil when our end of its stdin pipe closes, i.e. when this process dies in any
- * way (including SIGKILL, or a jest worker torn down without running 'exit' handlers).
+ * A `sh` process that SIGKILLs anvil (and removes `removeAfter`) when our end of its stdin pipe closes, i.e. when
+ * this process dies in any way, including SIGKILL or a jest worker torn down without running 'exit' handlers.
  */
 function startOrphanWatchdog(
   child: ChildProcess,
@@ -54,30 +55,23 @@ function startOrphanWatchdog(
   const watchdog = spawn('sh', ['-c', `read _ignored; kill -9 ${child.pid} 2>/dev/null${removal}`], {
     stdio: ['pipe', 'ignore', 'ignore'],
   });
-  watchdog.on('error', () => {
-    /* no sh: fall back to the 'exit' hook */
-  });
+  watchdog.on('error', () => undefined); // no sh: the 'exit' hook remains
   watchdog.unref();
   (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   return watchdog;
 }
 
 interface StartAnvilOptions {
-  /** Port to listen on; a free random port by default. */
+  /** A free random port by default. */
   port?: number;
-  /** Interface to bind; 127.0.0.1 by default (0.0.0.0 inside a container so other services can reach it). */
+  /** 127.0.0.1 by default (0.0.0.0 inside a container so other services can reach it). */
   host?: string;
   /** Mine a block every N seconds instead of on every transaction. */
   blockTimeSec?: number;
   chainId?: number;
-  /** How long to wait for the RPC to answer. */
   startTimeoutMs?: number;
-  /** Extra anvil CLI arguments. */
   extraArgs?: readonly string[];
-  /**
-   * A process of its own even for a default chain. Without options, the suite leases its jest worker's shared
-   * anvil reset to genesis (see shared-anvil.ts), which looks exactly like a new one but has no `process`.
-   */
+  /** A process of its own even for a default chain, instead of a lease of the worker's shared anvil. */
   fresh?: boolean;
 }
 
@@ -92,26 +86,13 @@ export interface AnvilInstance {
   stop(): Promise<void>;
 }
 
-const OUTPUT_TAIL_CHARS = 4000;
-
-function isDefaultChain(options: StartAnvilOptions): boolean {
-  return (
-    !options.fresh &&
-    options.port === undefined &&
-    options.host === undefined &&
-    options.blockTimeSec === undefined &&
-    (options.chainId === undefined || options.chainId === 31337) &&
-    options.extraArgs === undefined &&
-    options.startTimeoutMs === undefined
-  );
-}
-
 /** Starts an anvil node (or leases the worker's shared one) once its JSON-RPC answers with the expected chain id. */
 export async function startAnvil(options: StartAnvilOptions = {}): Promise<AnvilInstance> {
-  if (isDefaultChain(options) && sharingEnabled()) {
-    const watchdog = (child: ChildProcess, removeAfter: readonly string[]) =>
-      void startOrphanWatchdog(child, removeAfter);
-    const shared = await leaseSharedAnvil(watchdog, findFreePort, resolveAnvilBinary).catch(() => undefined);
+  const { chainId = DEFAULT_CHAIN_ID, fresh, ...rest } = options;
+  const defaultChain =
+    !fresh && chainId === DEFAULT_CHAIN_ID && Object.values(rest).every((value) => value === undefined);
+  if (defaultChain && process.env.PAYGATE_SHARED_ANVIL !== '0') {
+    const shared = await leaseSharedAnvil().catch(() => undefined);
     if (shared) return shared;
   }
   const attempts = options.port === undefined ? 3 : 1;
@@ -127,62 +108,71 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw lastError;
 }
 
-/** A spawned anvil: whether it said it listens, its output's tail, its exit code once it exited, and its stop. */
-interface AnvilProcess {
-  child: ChildProcess;
-  state: { listening: boolean; outputTail: string; exitCode: number | null | undefined };
+/** A spawned anvil as its start sees it: the exit code once it exited, whether it said it listens, its output. */
+interface AnvilProbe {
+  exitCode(): number | null | undefined;
+  listening(): boolean;
+  output(): string;
   stop(): Promise<void>;
 }
 
-function spawnAnvil(args: string[], listeningLine: string): AnvilProcess {
+function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child: ChildProcess } {
   const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   registerForExitCleanup(child);
   const watchdog = startOrphanWatchdog(child);
-  const state: AnvilProcess['state'] = { listening: false, outputTail: '', exitCode: undefined };
+  let listening = false;
+  let outputTail = '';
+  let exitCode: number | null | undefined;
   // Always drain anvil's output (a full pipe would block it); keep the tail for error messages.
-  // "Listening on" proves that THIS process bound the port (another node on it would also answer RPC).
   const keepTail = (chunk: Buffer) => {
-    state.outputTail = (state.outputTail + chunk.toString()).slice(-OUTPUT_TAIL_CHARS);
-    state.listening ||= state.outputTail.includes(listeningLine);
+    outputTail = (outputTail + chunk.toString()).slice(-4000);
+    listening ||= outputTail.includes(listeningLine);
   };
   child.stdout?.on('data', keepTail);
   child.stderr?.on('data', keepTail);
   const exited = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => {
-      state.exitCode = code ?? (signal ? -1 : null);
+      exitCode = code ?? (signal ? -1 : null);
       runningAnvils.delete(child);
       resolve();
     });
     child.once('error', (error) => {
-      state.outputTail += `\n${error.message}`;
-      state.exitCode = -1;
+      outputTail += `\n${error.message}`;
+      exitCode = -1;
       runningAnvils.delete(child);
       resolve();
     });
   });
-  const stop = async () => {
-    if (state.exitCode === undefined) {
-      child.kill('SIGTERM');
-      const killTimer = setTimeout(() => child.kill('SIGKILL'), 3000);
-      await exited;
-      clearTimeout(killTimer);
-    }
-    watchdog?.kill('SIGKILL');
+  return {
+    child,
+    exitCode: () => exitCode,
+    listening: () => listening,
+    output: () => outputTail,
+    async stop() {
+      if (exitCode === undefined) {
+        child.kill('SIGTERM');
+        const killTimer = setTimeout(() => child.kill('SIGKILL'), 3000);
+        await exited;
+        clearTimeout(killTimer);
+      }
+      watchdog?.kill('SIGKILL');
+    },
   };
-  return { child, state, stop };
 }
 
-/** Waits until the node listens and answers `chainId`; stops it and throws when it exits, lies or is too slow. */
-async function waitForAnvil(anvil: AnvilProcess, rpcUrl: string, chainId: number, startTimeoutMs: number) {
-  const { state } = anvil;
+/**
+ * Waits until the node listens and answers `chainId`; stops it and throws when it exits, lies or is too slow.
+ * "Listening on" in its own output proves that THIS process bound the port (another node on it would also answer).
+ */
+async function waitForAnvil(anvil: AnvilProbe, rpcUrl: string, chainId: number, startTimeoutMs: number) {
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
-    if (state.exitCode !== undefined) {
+    if (anvil.exitCode() !== undefined) {
       throw new Error(
-        `anvil exited (code ${state.exitCode}) before answering on ${rpcUrl}:\n${state.outputTail}`,
+        `anvil exited (code ${anvil.exitCode()}) before answering on ${rpcUrl}:\n${anvil.output()}`,
       );
     }
-    const answeredChainId = state.listening
+    const answeredChainId = anvil.listening()
       ? await fetchChainId(rpcUrl, { timeoutMs: 1000 }).catch(() => undefined)
       : undefined;
     if (answeredChainId === chainId) return;
@@ -192,14 +182,14 @@ async function waitForAnvil(anvil: AnvilProcess, rpcUrl: string, chainId: number
     }
     if (Date.now() > deadline) {
       await anvil.stop();
-      throw new Error(`anvil did not answer on ${rpcUrl} within ${startTimeoutMs} ms:\n${state.outputTail}`);
+      throw new Error(`anvil did not answer on ${rpcUrl} within ${startTimeoutMs} ms:\n${anvil.output()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 
 async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
-  const chainId = options.chainId ?? 31337;
+  const chainId = options.chainId ?? DEFAULT_CHAIN_ID;
   const host = options.host ?? '127.0.0.1';
   const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
   if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
@@ -225,64 +215,188 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
   };
 }
 
+// ---------------------------------------------------------------- the worker's shared anvil
+//
+// One anvil per jest worker, shared by the suites that worker runs one after another. A suite that asks for a
+// default chain leases it reset to its genesis snapshot, so it sees what a new anvil would show without paying for
+// a process start; only the deployer's nonce is the lease's own, so no two suites' contracts share an address. The
+// lease is kept in a file named after the worker's pid, because jest gives every test file its own module registry:
+// a suite that did not release it (a crash) makes the next ones start their own anvil, and a second default chain
+// inside one suite is a new process. The anvil and its files go with the worker (the orphan watchdog).
+// PAYGATE_SHARED_ANVIL=0 turns sharing off.
+
+/** Deployer nonces one lease leaves to the next: more transactions than any suite's deployer sends. */
+const DEPLOYER_NONCE_STRIDE = 1_000_000n;
+
+interface SharedAnvilState {
+  port: number;
+  pid: number;
+  genesisSnapshot: string;
+  leased: boolean;
+  /** Leases so far: each gives the deployer a nonce of its own (see resetToGenesis). */
+  leases?: number;
+}
+
+const statePath = () => path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.json`);
+
+function readState(): SharedAnvilState | undefined {
+  try {
+    return JSON.parse(readFileSync(statePath(), 'utf8')) as SharedAnvilState;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The worker's anvil reset to genesis and leased to the caller, or undefined when it is leased already. */
+async function leaseSharedAnvil(): Promise<AnvilInstance | undefined> {
+  const state = readState();
+  if (state?.leased && isAlive(state.pid)) return undefined;
+  if (state && isAlive(state.pid)) {
+    const reset = await resetToGenesis(state).catch(() => undefined);
+    if (reset) return reset;
+    process.kill(state.pid, 'SIGKILL');
+  }
+  rmSync(statePath(), { force: true });
+  return resetToGenesis(await startSharedProcess(await findFreePort()));
+}
+
+/**
+ * Reverts to the genesis snapshot (block 0, every account's nonce and balance, the clock offset), takes a new one (a
+ * snapshot is used up by its revert), resets what a snapshot does not hold, and leases the node.
+ */
+async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<AnvilInstance> {
+  const rpcUrl = `http://127.0.0.1:${state.port}`;
+  const provider = makeProvider(rpcUrl, {
+    timeoutMs: 10_000,
+    chainId: DEFAULT_CHAIN_ID,
+    pollingIntervalMs: 100,
+  });
+  try {
+    if (state.genesisSnapshot) {
+      const reverted = (await provider.send('evm_revert', [state.genesisSnapshot])) as boolean;
+      if (!reverted) throw new Error(`evm_revert: unknown snapshot ${state.genesisSnapshot}`);
+    }
+    // A transaction an earlier suite left pending (automine off) would count in a wallet's pending nonce, and the
+    // next suite's first transaction would wait behind that nonce gap forever.
+    await provider.send('anvil_dropAllTransactions', []);
+    // Mining settings are not part of a snapshot: back to one block per transaction.
+    await provider.send('evm_setIntervalMining', [0]);
+    await provider.send('evm_setAutomine', [true]);
+    const genesisSnapshot = (await provider.send('evm_snapshot', [])) as string;
+    // Code that judges by the latest block's time (EIP-3009 validity) must see now, not the node's start: one empty
+    // block stamped now, as a new node's next. The clock is set too: evm_increaseTime may outlive a revert.
+    await provider.send('evm_setTime', [Math.floor(Date.now() / 1000)]);
+    await provider.send('evm_mine', []);
+    const latest = await provider.getBlock('latest');
+    const now = Math.floor(Date.now() / 1000);
+    if (!latest || Math.abs(latest.timestamp - now) > 2) {
+      // anvil may give the first block after a revert the snapshot's timestamp: name the time outright.
+      await provider.send('evm_setNextBlockTimestamp', [now + 1]);
+      await provider.send('evm_mine', []);
+    }
+    // New contract addresses per lease: a process an earlier suite leaked (still minting or paying out on this
+    // port) then writes to a contract that does not exist here instead of moving this suite's TestUSDC.
+    const leases = (state.leases ?? 0) + 1;
+    await provider.send('anvil_setNonce', [
+      testWallets.deployer.address,
+      toQuantity(BigInt(leases) * DEPLOYER_NONCE_STRIDE),
+    ]);
+    writeFileSync(statePath(), JSON.stringify({ ...state, genesisSnapshot, leased: true, leases }));
+  } catch (error) {
+    provider.destroy();
+    throw error;
+  }
+  let released = false;
+  return {
+    rpcUrl,
+    port: state.port,
+    chainId: DEFAULT_CHAIN_ID,
+    provider,
+    get process(): ChildProcess {
+      throw new Error(
+        'a shared anvil has no process handle here: start your own with startAnvil({ fresh: true })',
+      );
+    },
+    async stop() {
+      if (released) return;
+      released = true;
+      provider.destroy();
+      const current = readState();
+      if (current) writeFileSync(statePath(), JSON.stringify({ ...current, leased: false }));
+    },
+  };
+}
+
+/**
+ * Starts the anvil the worker keeps: its output goes to a file (no pipe or listener ties it to the test file that
+ * started it) and it is unref'd, so it never keeps a worker alive.
+ */
+async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 'leased'>> {
+  const logPath = path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.log`);
+  const logFd = openSync(logPath, 'w');
+  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(DEFAULT_CHAIN_ID)];
+  const child = spawn(resolveAnvilBinary(), [...args, '--accounts', '10'], {
+    stdio: ['ignore', logFd, logFd],
+  });
+  closeSync(logFd);
+  child.unref();
+  startOrphanWatchdog(child, [statePath(), logPath]);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('anvil did not start');
+  const output = () => readFileSync(logPath, 'utf8');
+  await waitForAnvil(
+    {
+      exitCode: () => (child.exitCode !== null || !isAlive(pid) ? (child.exitCode ?? -1) : undefined),
+      listening: () => output().includes(`Listening on 127.0.0.1:${port}`),
+      output: () => output().slice(-2000),
+      stop: async () => void child.kill('SIGKILL'),
+    },
+    `http://127.0.0.1:${port}`,
+    DEFAULT_CHAIN_ID,
+    10_000,
+  );
+  return { port, pid, genesisSnapshot: '' };
+}
+
 // ---------------------------------------------------------------- TestUSDC
 
 interface TestUsdcArtifact {
   abi: InterfaceAbi;
   bytecode: string;
-  solcVersion: string;
-  sourceHash: string;
 }
-
-const TEST_USDC_ARTIFACT_PATH = path.join(__dirname, '../../../deploy/build/TestUSDC.json');
 
 let cachedArtifact: TestUsdcArtifact | undefined;
-function loadTestUsdcArtifact(): TestUsdcArtifact {
-  cachedArtifact ??= JSON.parse(readFileSync(TEST_USDC_ARTIFACT_PATH, 'utf8')) as TestUsdcArtifact;
-  return cachedArtifact;
-}
 
 /**
- * Deploys TestUSDC from the checked-in artifact. Given an RPC URL, deploys from the anvil deployer account
- * (which becomes the token owner, the only account allowed to mint). Resolves once the contract is mined.
+ * Deploys TestUSDC (deploy/build/TestUSDC.json) from the anvil deployer account, which becomes the token owner, the
+ * only account allowed to mint. Resolves once the contract is mined.
  */
-export async function deployTestUsdc(
-  rpcUrlOrSigner: string | Signer,
-  options: { timeoutMs?: number } = {},
-): Promise<{ address: string; contract: Contract }> {
-  const timeoutMs = options.timeoutMs ?? 30_000;
-  const signer =
-    typeof rpcUrlOrSigner === 'string'
-      ? new Wallet(
-          testWallets.deployer.privateKey,
-          makeProvider(rpcUrlOrSigner, { timeoutMs: 10_000, pollingIntervalMs: 100 }),
-        )
-      : rpcUrlOrSigner;
-  const artifact = loadTestUsdcArtifact();
-  const factory = new ContractFactory(artifact.abi, artifact.bytecode, signer);
-  const deployed = await factory.deploy();
-  const deployment = deployed.deploymentTransaction();
-  const receipt = deployment ? await minedReceipt(deployment, timeoutMs) : undefined;
+export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string; contract: Contract }> {
+  const signer = new Wallet(
+    testWallets.deployer.privateKey,
+    makeProvider(rpcUrl, { timeoutMs: 10_000, pollingIntervalMs: 100 }),
+  );
+  cachedArtifact ??= JSON.parse(
+    readFileSync(path.join(__dirname, '../../../deploy/build/TestUSDC.json'), 'utf8'),
+  ) as TestUsdcArtifact;
+  const factory = new ContractFactory(cachedArtifact.abi, cachedArtifact.bytecode, signer);
+  const deployment = (await factory.deploy()).deploymentTransaction();
+  const receipt = deployment ? await minedReceipt(deployment) : undefined;
   if (!receipt?.contractAddress) throw new Error('TestUSDC deployment failed');
-  const address = receipt.contractAddress;
-  return { address, contract: new Contract(address, artifact.abi, signer) };
+  return {
+    address: receipt.contractAddress,
+    contract: new Contract(receipt.contractAddress, cachedArtifact.abi, signer),
+  };
 }
 
 // ---------------------------------------------------------------- chain control
 
-/** Anything with a raw JSON-RPC `send` (an ethers JsonRpcProvider). */
-interface RpcSender {
-  send(method: string, params: unknown[]): Promise<any>;
-}
+type RpcSender = Pick<JsonRpcProvider, 'send'>;
 
-/** Mines `blocks` blocks now (anvil_mine, falling back to evm_mine). */
+/** Mines `blocks` blocks now. */
 export async function mine(provider: RpcSender, blocks = 1): Promise<void> {
   if (!Number.isSafeInteger(blocks) || blocks < 1) throw new Error('blocks must be a positive integer');
-  try {
-    await provider.send('anvil_mine', [toQuantity(blocks)]);
-  } catch {
-    for (let i = 0; i < blocks; i++) await provider.send('evm_mine', []);
-  }
+  await provider.send('anvil_mine', [toQuantity(blocks)]);
 }
 
 /** Turns mining on every transaction on or off (off: transactions wait in the mempool until mine()). */
@@ -290,34 +404,19 @@ export async function setAutomine(provider: RpcSender, enabled: boolean): Promis
   await provider.send('evm_setAutomine', [enabled]);
 }
 
-/** Moves the chain clock forward and mines a block so the new time is visible (unless `mineBlock` is false). */
-export async function increaseTime(
-  provider: RpcSender,
-  seconds: number,
-  options: { mineBlock?: boolean } = {},
-): Promise<void> {
+/** Moves the chain clock forward and mines a block so the new time is visible. */
+export async function increaseTime(provider: RpcSender, seconds: number): Promise<void> {
   if (!Number.isSafeInteger(seconds) || seconds < 0)
     throw new Error('seconds must be a non-negative integer');
   await provider.send('evm_increaseTime', [seconds]);
-  if (options.mineBlock ?? true) await mine(provider, 1);
-}
-
-/** A transaction to include in the replacement chain of a reorg, and the offset of its block from the fork point. */
-interface ReorgTransaction {
-  /** A transaction request (from, to, data, value, gas…) or a signed raw transaction ({ Raw: '0x…' }). */
-  tx: Record<string, unknown>;
-  blockOffset: number;
+  await mine(provider, 1);
 }
 
 /**
- * Replaces the last `depth` blocks with new ones (anvil_reorg). Their transactions are dropped unless passed in
- * `replacementTransactions`. The chain height stays the same; block hashes change.
+ * Replaces the last `depth` blocks with new empty ones (anvil_reorg), dropping their transactions. The chain height
+ * stays the same; block hashes change.
  */
-export async function reorg(
-  provider: RpcSender,
-  depth: number,
-  replacementTransactions: readonly ReorgTransaction[] = [],
-): Promise<void> {
+export async function reorg(provider: RpcSender, depth: number): Promise<void> {
   if (!Number.isSafeInteger(depth) || depth < 1) throw new Error('depth must be a positive integer');
-  await provider.send('anvil_reorg', [depth, replacementTransactions.map((t) => [t.tx, t.blockOffset])]);
+  await provider.send('anvil_reorg', [depth, []]);
 }
