@@ -360,33 +360,31 @@ async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 
 
 // ---------------------------------------------------------------- TestUSDC
 
-interface TestUsdcArtifact {
-  abi: InterfaceAbi;
-  bytecode: string;
+const artifacts = new Map<string, { abi: InterfaceAbi; bytecode: string }>();
+
+/** A test contract of deploy/contracts, compiled at build time (deploy/scripts/build-contracts.ts). */
+export function contractArtifact(name: string): { abi: InterfaceAbi; bytecode: string } {
+  if (!artifacts.has(name)) {
+    const file = path.join(__dirname, `../../../deploy/build/${name}.json`);
+    artifacts.set(name, JSON.parse(readFileSync(file, 'utf8')));
+  }
+  return artifacts.get(name)!;
 }
 
-let cachedArtifact: TestUsdcArtifact | undefined;
-
 /**
- * Deploys TestUSDC (deploy/build/TestUSDC.json) from the anvil deployer account, which becomes the token owner, the
- * only account allowed to mint. Resolves once the contract is mined.
+ * Deploys TestUSDC from the anvil deployer account, which becomes the token owner, the only account allowed to mint.
+ * Resolves once the contract is mined.
  */
 export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string; contract: Contract }> {
   const signer = new Wallet(
     testWallets.deployer.privateKey,
     makeProvider(rpcUrl, { timeoutMs: 10_000, pollingIntervalMs: 100 }),
   );
-  cachedArtifact ??= JSON.parse(
-    readFileSync(path.join(__dirname, '../../../deploy/build/TestUSDC.json'), 'utf8'),
-  ) as TestUsdcArtifact;
-  const factory = new ContractFactory(cachedArtifact.abi, cachedArtifact.bytecode, signer);
-  const deployment = (await factory.deploy()).deploymentTransaction();
+  const { abi, bytecode } = contractArtifact('TestUSDC');
+  const deployment = (await new ContractFactory(abi, bytecode, signer).deploy()).deploymentTransaction();
   const receipt = deployment ? await minedReceipt(deployment) : undefined;
   if (!receipt?.contractAddress) throw new Error('TestUSDC deployment failed');
-  return {
-    address: receipt.contractAddress,
-    contract: new Contract(receipt.contractAddress, cachedArtifact.abi, signer),
-  };
+  return { address: receipt.contractAddress, contract: new Contract(receipt.contractAddress, abi, signer) };
 }
 
 // ---------------------------------------------------------------- chain control

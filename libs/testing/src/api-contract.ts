@@ -1,9 +1,8 @@
 /**
- * Checks that a service's OpenAPI document and its express routes are one thing (routes declared once with
- * defineRoute): the document lists exactly the routed operations, every documented operation answers through
- * the real service with a documented status (never express's "no route" 404), and an input breaking a
- * documented rule is refused with a 400 naming the field and the rule. Used by the checkout, escrow-ledger and
- * settlement suites.
+ * Checks that a service's OpenAPI document and its express routes are one thing: the document lists exactly the
+ * routed operations, every documented operation answers through the real service with a documented status (never
+ * express's "no route" 404), and an input breaking a documented rule is refused with a 400 naming the field and the
+ * rule.
  */
 
 import type { Express } from 'express';
@@ -17,8 +16,6 @@ interface ApiContractTarget {
   credentials: Record<string, string>;
   /** A value for a path parameter that meets its rule (undefined: `0`). */
   pathValue?: (path: string, name: string) => string | undefined;
-  /** Routed operations the document leaves out on purpose (a document served apart from its routes). */
-  undocumented?: string[];
 }
 
 interface DocumentedOperation {
@@ -43,11 +40,6 @@ export function documentedOperationNames(document: any): string[] {
   return documentedOperations(document).map(({ method, path }) => `${method} ${path}`);
 }
 
-/** The routed operations, less those left out of the document on purpose. */
-function routedOperationNames(target: ApiContractTarget): string[] {
-  return servedApiOperations(target.app).filter((op) => !(target.undocumented ?? []).includes(op));
-}
-
 /** The token for the operation's first security alternative (undefined when public or optional). */
 function tokenFor(target: ApiContractTarget, operation: any): string | undefined {
   const alternatives = (operation.security ?? []) as Array<Record<string, unknown>>;
@@ -58,59 +50,32 @@ function tokenFor(target: ApiContractTarget, operation: any): string | undefined
   return token;
 }
 
-function pathWith(target: ApiContractTarget, path: string, values: Record<string, string> = {}): string {
-  return path.replace(/\{([^}]+)\}/g, (_m, name: string) =>
-    encodeURIComponent(values[name] ?? target.pathValue?.(path, name) ?? '0'),
-  );
-}
-
+/** The answer to one request of the operation: valid credentials and path values, an empty JSON body by default. */
 async function call(
   target: ApiContractTarget,
-  documented: DocumentedOperation,
+  { method, path, operation }: DocumentedOperation,
   options: { path?: Record<string, string>; query?: Record<string, string>; body?: unknown } = {},
-): Promise<{ status: number; body: any; text: string }> {
-  const { method, operation } = documented;
+): Promise<{ status: number; body: any }> {
   const query = new URLSearchParams(options.query ?? {}).toString();
+  const url = path.replace(/\{([^}]+)\}/g, (_m, name: string) =>
+    encodeURIComponent(options.path?.[name] ?? target.pathValue?.(path, name) ?? '0'),
+  );
   const headers: Record<string, string> = {};
   const token = tokenFor(target, operation);
   if (token) headers.authorization = `Bearer ${token}`;
-  let body: string | undefined;
-  if (method !== 'get') {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(options.body ?? {});
-  }
-  const response = await fetch(
-    `${target.url}${pathWith(target, documented.path, options.path)}${query ? `?${query}` : ''}`,
-    { method: method.toUpperCase(), headers, body, signal: AbortSignal.timeout(30_000) },
-  );
+  if (method !== 'get') headers['content-type'] = 'application/json';
+  const response = await fetch(`${target.url}${url}${query ? `?${query}` : ''}`, {
+    method: method.toUpperCase(),
+    headers,
+    body: method === 'get' ? undefined : JSON.stringify(options.body ?? {}),
+    signal: AbortSignal.timeout(30_000),
+  });
   const text = await response.text();
-  let parsed: any = null;
   try {
-    parsed = JSON.parse(text);
+    return { status: response.status, body: JSON.parse(text) };
   } catch {
-    // not JSON (the widget script)
+    return { status: response.status, body: null }; // not JSON (the widget script)
   }
-  return { status: response.status, body: parsed, text };
-}
-
-/**
- * What each documented operation answers to a plain request (valid credentials, path values, an empty JSON
- * body): `METHOD path -> status`, for a test to compare with the documented statuses.
- */
-async function answerOfEveryOperation(
-  target: ApiContractTarget,
-): Promise<Array<{ op: string; status: number; documented: string[]; noRoute: boolean }>> {
-  const answers = [];
-  for (const documented of documentedOperations(target.document)) {
-    const answer = await call(target, documented);
-    answers.push({
-      op: `${documented.method} ${documented.path}`,
-      status: answer.status,
-      documented: Object.keys(documented.operation.responses),
-      noRoute: answer.status === 404 && String(answer.body?.error?.message ?? '').startsWith('no route for'),
-    });
-  }
-  return answers;
 }
 
 /** A value that breaks a parameter's documented rule, or undefined when it has none to break. */
@@ -123,59 +88,34 @@ function breakingValue(schema: any): string | undefined {
   return undefined;
 }
 
-interface Violation {
-  op: string;
-  input: string;
-  /** The fields the answer may name. */
-  fields: string[];
-  status: number;
-  field: unknown;
-  rule: unknown;
-}
-
 /**
- * For each documented input that has a rule (a path or query parameter with a pattern, enum or bound; each
- * JSON body), a request breaking it: the answers, for a test to expect 400 naming the field and the rule.
- * Bodies get an extra field no schema allows next to the documented required ones left out, so the answer
- * names either the missing field or the extra one.
+ * For each documented input that has a rule (a path or query parameter with a pattern, enum or bound; each JSON
+ * body), the answer to a request breaking it. A body gets a field no schema allows and lacks the required ones, so
+ * the answer names either the missing field or the extra one.
  */
-async function answersToBrokenRules(target: ApiContractTarget): Promise<Violation[]> {
-  const answers: Violation[] = [];
+async function answersToBrokenRules(target: ApiContractTarget) {
+  const answers = [];
   for (const documented of documentedOperations(target.document)) {
     const op = `${documented.method} ${documented.path}`;
+    const broken: Array<{ input: string; fields: string[]; request: Parameters<typeof call>[2] }> = [];
     for (const parameter of (documented.operation.parameters ?? []) as any[]) {
-      if (parameter.in !== 'path' && parameter.in !== 'query') continue;
       const value = breakingValue(parameter.schema);
-      if (value === undefined) continue;
-      const answer = await call(
-        target,
-        documented,
-        parameter.in === 'path'
-          ? { path: { [parameter.name]: value } }
-          : { query: { [parameter.name]: value } },
-      );
-      answers.push({
-        op,
+      if ((parameter.in !== 'path' && parameter.in !== 'query') || value === undefined) continue;
+      broken.push({
         input: `${parameter.in} ${parameter.name}=${value}`,
         fields: [parameter.name],
-        status: answer.status,
-        field: answer.body?.error?.field,
-        rule: answer.body?.error?.rule,
+        request: { [parameter.in]: { [parameter.name]: value } },
       });
     }
+    const body = documented.operation.requestBody?.content['application/json'].schema;
     if (documented.operation.requestBody) {
-      const answer = await call(target, documented, { body: { notAField: 1 } });
-      answers.push({
-        op,
-        input: 'body { notAField: 1 }',
-        fields: [
-          'notAField',
-          ...bodyFields(documented.operation.requestBody.content['application/json'].schema),
-        ],
-        status: answer.status,
-        field: answer.body?.error?.field,
-        rule: answer.body?.error?.rule,
-      });
+      const fields = ['notAField', ...bodyFields(body)];
+      broken.push({ input: 'body { notAField: 1 }', fields, request: { body: { notAField: 1 } } });
+    }
+    for (const { input, fields, request } of broken) {
+      const answer = await call(target, documented, request);
+      const { field, rule } = answer.body?.error ?? {};
+      answers.push({ op, input, fields, status: answer.status, field, rule });
     }
   }
   return answers;
@@ -190,15 +130,21 @@ function bodyFields(schema: any): string[] {
   ];
 }
 
-/**
- * The three checks, as jest expectations: the document lists exactly the routed operations; each documented
- * operation answers a documented status, never "no route"; each broken rule is a 400 naming field and rule.
- */
+/** The three checks, as jest expectations. */
 export async function expectApiContract(target: ApiContractTarget): Promise<void> {
   const documented = documentedOperationNames(target.document).sort();
-  expect(routedOperationNames(target).sort()).toEqual(documented);
+  expect(servedApiOperations(target.app).sort()).toEqual(documented);
 
-  const answers = await answerOfEveryOperation(target);
+  const answers = [];
+  for (const operation of documentedOperations(target.document)) {
+    const { status, body } = await call(target, operation);
+    answers.push({
+      op: `${operation.method} ${operation.path}`,
+      status,
+      documented: Object.keys(operation.operation.responses),
+      noRoute: status === 404 && String(body?.error?.message ?? '').startsWith('no route for'),
+    });
+  }
   expect(answers).toHaveLength(documented.length);
   expect(answers.filter((a) => a.noRoute || !a.documented.includes(String(a.status)))).toEqual([]);
 

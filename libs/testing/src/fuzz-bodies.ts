@@ -5,15 +5,9 @@ import { schemaValidator } from './schema-validator';
 
 /** Bodies for one write operation: an acceptable one to start from, and hostile ones its schema refuses. */
 
-/** The JSON body limit of every service (@paygate/http createApp). */
-const FUZZ_BODY_LIMIT_BYTES = 256 * 1024;
-
-/**
- * Whether the service must refuse `text` as the body of an operation with `schema`: not JSON, too large,
- * breaking a stored-text rule, or not matching the documented schema.
- */
+/** Whether a service must refuse `text` as a body: not JSON, over the 256 KiB limit, stored-text rules, schema. */
 function mustRefuse(schema: Json | undefined, text: string): boolean {
-  if (Buffer.byteLength(text) > FUZZ_BODY_LIMIT_BYTES) return true;
+  if (Buffer.byteLength(text) > 256 * 1024) return true;
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -58,9 +52,8 @@ function stringExample(schema: Json): string {
 }
 
 /**
- * A value of the right shape for `schema` (documented example, const, enum, default, or built from the
- * types, with strings that match the pattern or format where one of a few candidates does): the start of
- * mutations, so that most mutate one field of an otherwise acceptable body.
+ * A value of the right shape for `schema` (its example, const, enum or default, else built from the types): the
+ * start of mutations, so that most mutate one field of an otherwise acceptable body.
  */
 function exampleOf(schema: Json | undefined, depth = 0): unknown {
   if (!schema || depth > 6) return {};
@@ -185,23 +178,23 @@ function valuePaths(value: unknown, prefix: string[] = [], out: string[][] = [],
   return out;
 }
 
-function withValueAt(base: unknown, path: string[], value: unknown): unknown {
-  const copy = structuredClone(base) as Json;
-  let node = copy;
-  for (const key of path.slice(0, -1)) node = node?.[key];
-  // defineProperty: `__proto__` becomes an own key (as JSON.parse makes it), not the prototype.
-  if (node && typeof node === 'object')
-    Object.defineProperty(node, path[path.length - 1]!, {
-      value,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+const valueAt = (base: unknown, path: string[]) => path.reduce<any>((node, key) => node?.[key], base);
+
+/** A copy of `base` with `change` applied to the object holding the last key of `path` (when there is one). */
+function changedAt(base: unknown, path: string[], change: (node: Json, key: string) => void): unknown {
+  const copy = structuredClone(base);
+  const node = valueAt(copy, path.slice(0, -1));
+  if (node && typeof node === 'object') change(node, path[path.length - 1]!);
   return copy;
 }
 
-// Bodies that do not depend on the operation, built once: a binary-unit string arbitrary maps every code point
-// when it is created (about 40 ms each, once per route before).
+// defineProperty: `__proto__` becomes an own key (as JSON.parse makes it), not the prototype.
+const withValueAt = (base: unknown, path: string[], value: unknown) =>
+  changedAt(base, path, (node, key) =>
+    Object.defineProperty(node, key, { value, enumerable: true, writable: true, configurable: true }),
+  );
+
+// Built once, not per operation: a binary-unit string arbitrary maps every code point when it is created (40 ms).
 const anyJson = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
 const anyObject = fc
   .dictionary(fc.string({ maxLength: 12 }), hostileValue, { maxKeys: 6 })
@@ -226,9 +219,7 @@ export function hostileBodies(
     .record({ path: fc.constantFrom(...keys), value: hostileValue })
     .map(({ path, value }) => toJsonText(withValueAt(base, path, value)));
   // The base's own strings with NUL or an unpaired surrogate inside: every other rule still met.
-  const stringPaths = paths.filter(
-    (path) => typeof path.reduce<any>((node, key) => node?.[key], base) === 'string',
-  );
+  const stringPaths = paths.filter((path) => typeof valueAt(base, path) === 'string');
   const poisoned = fc
     .record({
       path: fc.constantFrom(...(stringPaths.length > 0 ? stringPaths : keys)),
@@ -236,7 +227,7 @@ export function hostileBodies(
       at: fc.nat(),
     })
     .map(({ path, poison, at }) => {
-      const current = path.reduce<any>((node, key) => node?.[key], base);
+      const current = valueAt(base, path);
       const text = typeof current === 'string' && current.length > 0 ? current : 'fuzz text';
       const index = at % (text.length + 1);
       return toJsonText(withValueAt(base, path, `${text.slice(0, index)}${poison}${text.slice(index)}`));
@@ -249,13 +240,9 @@ export function hostileBodies(
     .map(({ path, nesting, whole }) =>
       whole ? nesting : toJsonText(withValueAt(base, path, new RawJson(nesting))),
     );
-  const dropOne = fc.constantFrom(...keys).map((path) => {
-    const copy = structuredClone(base) as Json;
-    let node = copy;
-    for (const key of path.slice(0, -1)) node = node?.[key];
-    if (node && typeof node === 'object') delete node[path[path.length - 1]!];
-    return toJsonText(copy);
-  });
+  const dropOne = fc
+    .constantFrom(...keys)
+    .map((path) => toJsonText(changedAt(base, path, (node, key) => delete node[key])));
   const body = fc.oneof(
     // About 1 in 180 bodies is over a megabyte: enough to hit the limit on every route, not to flood it.
     { weight: 100, arbitrary: mutateOne },

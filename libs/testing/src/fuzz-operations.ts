@@ -42,6 +42,22 @@ function resolveRefs(value: unknown, doc: Json, depth = 0): any {
   return value;
 }
 
+/** What reads and writes share: each security requirement's scheme names, and the documented response bodies. */
+function described(doc: Json, operation: Json) {
+  return {
+    security: ((operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>).map((r) =>
+      Object.keys(r),
+    ),
+    responses: Object.fromEntries(
+      Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
+        status,
+        response.content?.['application/json']?.schema,
+      ]),
+    ) as Record<string, Json | undefined>,
+    errorSchema: doc.components?.schemas?.Error as Json,
+  };
+}
+
 export interface ReadOperation {
   service: string;
   path: string;
@@ -65,18 +81,9 @@ export function parameterisedReads(service: string, document: Json): ReadOperati
     reads.push({
       service,
       path,
-      security: ((operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>).map((r) =>
-        Object.keys(r),
-      ),
       pathParameters: named('path'),
       queryParameters: named('query'),
-      responses: Object.fromEntries(
-        Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
-          status,
-          response.content?.['application/json']?.schema,
-        ]),
-      ),
-      errorSchema: doc.components?.schemas?.Error,
+      ...described(doc, operation),
     });
   }
   return reads;
@@ -99,13 +106,6 @@ export const HOSTILE_URL_VALUES = [
   '',
 ];
 
-function firstExample(media: Json | undefined): unknown {
-  if (!media) return undefined;
-  if (media.example !== undefined) return media.example;
-  const first = Object.values<Json>(media.examples ?? {})[0];
-  return first?.value;
-}
-
 /** Every POST, PUT and PATCH operation of a served OpenAPI document. */
 export function writeOperations(service: string, document: Json): WriteOperation[] {
   const doc = resolveRefs(document, document) as Json;
@@ -114,21 +114,14 @@ export function writeOperations(service: string, document: Json): WriteOperation
     for (const method of ['post', 'put', 'patch'] as const) {
       const operation = item[method] as Json | undefined;
       if (!operation) continue;
-      const security = (operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>;
+      const media = operation.requestBody?.content?.['application/json'] as Json | undefined;
       operations.push({
         service,
         method: method.toUpperCase() as WriteOperation['method'],
         path,
-        security: security.map((requirement) => Object.keys(requirement)),
-        bodySchema: operation.requestBody?.content?.['application/json']?.schema,
-        bodyExample: firstExample(operation.requestBody?.content?.['application/json']),
-        responses: Object.fromEntries(
-          Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
-            status,
-            response.content?.['application/json']?.schema,
-          ]),
-        ),
-        errorSchema: doc.components?.schemas?.Error,
+        bodySchema: media?.schema,
+        bodyExample: media?.example ?? Object.values<Json>(media?.examples ?? {})[0]?.value,
+        ...described(doc, operation),
       });
     }
   }

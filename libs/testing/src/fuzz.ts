@@ -2,12 +2,7 @@ import http from 'node:http';
 import { sql } from 'kysely';
 import { openSchema } from './infra';
 
-/**
- * The shared property test's parts (deploy/test/fuzz.test.ts): the write operations of a served OpenAPI
- * document (fuzz-operations.ts), hostile bodies for one of them that its documented schema (or the stored-text
- * rules) refuses (fuzz-bodies.ts), a bounded-concurrency sender that keeps figures per route, and a snapshot of
- * every row of every schema.
- */
+/** The shared property test's parts (deploy/test/fuzz.test.ts): operations, hostile bodies, a sender, snapshots. */
 
 export { baseAccepted, hostileBodies } from './fuzz-bodies';
 export {
@@ -36,13 +31,11 @@ export interface FuzzCall {
   body?: string;
 }
 
-/** How long one fuzz call may take before it counts as unanswered. */
 const FUZZ_CALL_TIMEOUT_MS = 30_000;
 
 /**
- * One call on a kept-alive connection of `agent`: the status, content type and body text, or status 0 and the
- * error when nothing came back in time. node:http rather than fetch: undici's fetch took a fifth of the fuzz
- * suite's CPU for thousands of small calls (its streams and abort signals per request).
+ * One call on a kept-alive connection of `agent`, or status 0 and the error when nothing came back in time.
+ * node:http rather than fetch: undici's fetch took a fifth of the suite's CPU for thousands of small calls.
  */
 function sendCall(
   agent: http.Agent,
@@ -79,10 +72,7 @@ function sendCall(
   });
 }
 
-/**
- * Sends the calls `concurrency` at a time (keep-alive connections), records status counts and latencies in
- * `figures`, and hands each answer to `check` (which returns a problem, or undefined).
- */
+/** Sends the calls `concurrency` at a time, counts them in `figures`, and collects what `check` finds wrong. */
 export async function sendConcurrently(
   calls: FuzzCall[],
   options: {
@@ -135,10 +125,7 @@ export function figuresTable(rows: RouteFigures[]): string {
   return lines.join('\n');
 }
 
-/**
- * Every row of every table of the schemas, as sorted JSON lines per table (bookkeeping tables and the
- * named volatile columns left out): compare two snapshots with `changedRows`.
- */
+/** Every row of the schemas' tables as sorted JSON lines per table, less skipped tables and volatile columns. */
 export async function snapshotRows(
   schemas: string[],
   options: { skipTables?: RegExp; volatileColumns?: Set<string> } = {},

@@ -1,8 +1,6 @@
 /**
- * The one way a suite starts a service on real Postgres, NATS and (when it needs one) anvil: its own test
- * environment (a cloned database, its own JetStream namespace), one TestClock handed to the service, and one stop
- * that undoes everything in reverse: what the suite added with `onStop`, the service, then the environment.
- * Each service's helpers wrap it with that service's start function and settings (services/registry/test/helpers.ts).
+ * The one way a suite starts a service on real Postgres and NATS: its own test environment, one TestClock handed to
+ * the service, and one stop that undoes everything in reverse (see the README).
  */
 import type { StartedService } from '@paygate/runtime';
 import { TestClock } from './clock';
@@ -13,22 +11,15 @@ export interface ServiceHarness<S extends StartedService> {
   service: S;
   url: string;
   clock: TestClock;
-  /**
-   * Something to stop with the harness: a stand-in server or an RPC responder before the service (the default), or
-   * what the service reads from, such as its chain, after it (`'after'`).
-   */
+  /** Something to stop before the service (a stand-in), or after it (`'after'`: what it reads from, its chain). */
   onStop(stop: () => unknown, when?: 'before' | 'after'): void;
-  /**
-   * Stops what `onStop` registered before the service (last first), the service, what was registered after it (last
-   * first), then the environment the harness created.
-   */
+  /** Stops the before-hooks (last first), the service, the after-hooks, then the environment it created. */
   stop(): Promise<void>;
 }
 
 interface HarnessOptions {
-  /** A suite's own environment, shared by several services; the harness then leaves its cleanup to the suite. */
+  /** A suite's own environment, shared by several services; its cleanup is the suite's. */
   env?: TestEnvironment;
-  /** Server settings of the environment the harness creates (createTestEnvironment's `databaseSettings`). */
   databaseSettings?: Record<string, string>;
   /** Default: a clock that stands still at the current time. */
   clock?: TestClock;
@@ -41,11 +32,7 @@ export interface HarnessSetup {
   onStop: ServiceHarness<StartedService>['onStop'];
 }
 
-/**
- * Creates the environment (unless given), starts the service with it and the clock, and returns the harness. A start
- * that fails stops what it registered and cleans the environment it created before the error is rethrown, so a
- * failed beforeAll leaks nothing.
- */
+/** A start that fails stops what it registered and cleans the environment before rethrowing: nothing leaks. */
 export async function startServiceHarness<S extends StartedService>(
   label: string,
   start: (setup: HarnessSetup) => Promise<S>,

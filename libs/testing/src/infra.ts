@@ -22,9 +22,8 @@ export function randomSuffix(bytes = 4): string {
 }
 
 /**
- * Everything one test suite needs to stay apart from every other: its own event namespace (so its own
- * streams) and its own Postgres database, cloned from the migrated template when there is one. `cleanup` deletes
- * the streams and closes the database (with-infra drops it after the run).
+ * One suite's own event namespace (so its own streams) and its own Postgres database, cloned from the migrated
+ * template. `cleanup` deletes the streams and retires the database (with-infra drops it after the run).
  */
 export interface TestEnvironment {
   id: string;
@@ -33,16 +32,12 @@ export interface TestEnvironment {
   natsUrl: string;
   logger: Logger;
   schemaFor(service: string): string;
-  /** Environment variables for a service under test, over the given extras. */
   envFor(service: string, extra?: Record<string, string>): NodeJS.ProcessEnv;
   bus(): Promise<Bus>;
   cleanup(): Promise<void>;
 }
 
-/**
- * Which suite database holds each schema that `schemaFor` handed out, so `openSchema(schema)` opens the right one.
- * Module state is per suite: jest gives each test file its own module registry.
- */
+/** The suite databases holding each schema `schemaFor` handed out, for `openSchema` (module state is per suite). */
 const suiteDatabasesBySchema = new Map<string, Set<string>>();
 
 /** Runs `run` on a connection to the shared test database, waiting out a brief shortage of connection slots. */
@@ -73,10 +68,8 @@ async function onAdminConnection(
 }
 
 /**
- * Creates the suite's database (from the migrated template when there is one) with `settings` as every connection's
- * defaults. Under jest, commits return before their WAL reaches the disk: a test never crashes the shared Postgres,
- * and waiting for fsync on every commit only slowed the suites. Benchmarks (tsx, no jest) keep production's durable
- * commits, so their figures include the fsync a real commit waits for.
+ * Creates the suite's database from the template with `settings` as every connection's defaults. Under jest commits
+ * skip the fsync (a test never crashes the shared Postgres); benchmarks (no jest) keep production's durable commits.
  */
 function createSuiteDatabase(database: string, settings: Record<string, string>, logger: Logger) {
   const template = process.env[TEMPLATE_DATABASE_ENV];
@@ -96,27 +89,18 @@ function suiteServiceSettings(): Record<string, string> {
   return {
     PORT: '0',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-    // About 20 s of patience (0.5, 1, 2, 4, 5, 5, 5 s): a shared Postgres briefly out of connection slots
-    // (53300 too many clients, while other suites start their services) is waited out, not a failed suite.
+    // About 20 s of patience: a shared Postgres briefly out of connection slots (53300) is waited out.
     STARTUP_ATTEMPTS: '8',
-    // Three jest workers each run up to seven services against one shared Postgres (max_connections 100):
-    // the production default of 10 per service could use it up (with four workers a clean-clone run peaked at 75).
+    // Several workers of up to seven services each share one Postgres of 100 connections.
     DB_POOL_SIZE: '4',
-    // An idle connection goes back to Postgres after 5 s (30 s in production): with 30 s a clean-clone run peaked at
-    // 93 of the 100 connections, mostly idle ones of suites that had finished their burst. After 1 s, pools opened
-    // a third more sessions, and a new session costs Postgres about 47 ms of CPU on this host (pgbench -C), a
-    // hundred times a query on an open one.
+    // Idle connections go back sooner than production's 30 s, which filled Postgres; much sooner costs new sessions.
     DB_IDLE_TIMEOUT_MS: '5000',
-    // A request waits up to 15 s (5 s in production) for a pooled connection: at load 20 on two cores a burst of
-    // requests against a pool of 4 can wait longer than 5 s, which would be a 503 "database unavailable".
+    // A burst against a pool of 4 on a loaded 2-core host can wait past production's 5 s (a 503).
     DB_CONNECT_TIMEOUT_MS: '15000',
   };
 }
 
-/**
- * `databaseSettings`: server settings every connection to the suite's database starts with (ALTER DATABASE ... SET),
- * for a suite that needs one in the services' own pools, which a test cannot reconfigure (deadlock_timeout).
- */
+/** `databaseSettings`: server settings of every connection to the suite's database (deadlock_timeout, say). */
 export async function createTestEnvironment(
   label = 't',
   options: { databaseSettings?: Record<string, string> } = {},
@@ -172,9 +156,8 @@ export async function createTestEnvironment(
 }
 
 /**
- * A database handle into one schema, for assertions on what a service stored: in the suite database of the test
- * environment that handed the schema out, or in the shared test database for a schema of no environment. `DB` is
- * that service's `Database` (`unknown` for a handle that runs only raw `sql`).
+ * A handle into one schema, for assertions on what a service stored: in the suite database of the environment that
+ * handed the schema out, else in the shared test database.
  */
 export function openSchema<DB>(schema: string): Kysely<DB> {
   const databases = [...(suiteDatabasesBySchema.get(schema) ?? [])];
@@ -185,20 +168,14 @@ export function openSchema<DB>(schema: string): Kysely<DB> {
 }
 
 /**
- * How long `waitFor` polls by default. A wait ends as soon as its condition holds, so this only bounds a
- * failure; it is generous because CI's two cores run two suites with real Postgres, NATS and anvil at once.
- */
-const WAIT_FOR_DEFAULT_MS = 20_000;
-
-/**
- * Polls `probe` until it returns a truthy value, or fails after `timeoutMs` with `message`: a string, or a function
- * asked only then, to describe the state that never came (a row's status and last error, say).
+ * Polls `probe` until it returns a truthy value, or fails after `timeoutMs` (generous: it only bounds a failure on
+ * a busy CI host) with `message`, or what a message function, asked only then, says of the state that never came.
  */
 export async function waitFor<T>(
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   options: { timeoutMs?: number; intervalMs?: number; message?: string | (() => Promise<string>) } = {},
 ): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? WAIT_FOR_DEFAULT_MS;
+  const timeoutMs = options.timeoutMs ?? 20_000;
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -221,10 +198,7 @@ export async function waitFor<T>(
   );
 }
 
-/**
- * Records every event published on a subject (a core NATS subscription sees JetStream publishes too),
- * so a test can assert what went out and how many times.
- */
+/** Records every event published on a subject (a core NATS subscription sees JetStream publishes too). */
 export class EventRecorder {
   readonly events: EventEnvelope[] = [];
   private readonly subscription: Subscription;
@@ -232,8 +206,7 @@ export class EventRecorder {
   constructor(bus: Bus, eventType: string) {
     const decoder = new TextDecoder();
     this.subscription = bus.nc.subscribe(bus.subjectFor(eventType), {
-      // A core subscription sees each publish, and the outbox relay publishes again (same event id, deduplicated by
-      // JetStream) when an ack came late: record each event once, as a stream consumer would see it.
+      // The outbox relay publishes again when an ack came late (JetStream deduplicates): record each event once.
       callback: (_err, message) => {
         const event = JSON.parse(decoder.decode(message.data)) as EventEnvelope;
         if (!this.events.some((seen) => seen.id === event.id)) this.events.push(event);
@@ -249,10 +222,7 @@ export class EventRecorder {
     return this.events;
   }
 
-  /**
-   * Waits for the first recorded event whose data matches. Prefer it to a count: the recorder also hears events that
-   * earlier steps published late (the outbox relay polls) and other tests' events of the same type.
-   */
+  /** The first recorded event whose data matches: safer than a count, which also hears other tests' late events. */
   waitForEvent(
     matches: (data: Record<string, unknown>) => boolean,
     options: { timeoutMs?: number; description?: string } = {},
@@ -284,40 +254,28 @@ export async function countStreamMessages(bus: Bus, eventType: string): Promise<
   return result;
 }
 
-/**
- * The events of one type that `match` accepts, once at least `count` of them are in the stream. A service
- * publishes through its outbox relay after its transaction commits, so a test that saw the state change must
- * still wait for the event (reading the stream at once raced the relay).
- */
+/** The events of one type that `match` accepts, once one is in the stream (the outbox relay publishes late). */
 export async function waitForStreamMessages(
   bus: Bus,
   eventType: string,
   match: (event: EventEnvelope) => boolean,
-  count = 1,
 ): Promise<EventEnvelope[]> {
   return waitFor(
     async () => {
       const found = (await countStreamMessages(bus, eventType)).filter(match);
-      return found.length >= count ? found : undefined;
+      return found.length > 0 ? found : undefined;
     },
-    { message: `${count} ${eventType} event(s) in the stream` },
+    { message: `a ${eventType} event in the stream` },
   );
 }
 
-/**
- * Waits until a durable consumer has acknowledged every event on its subject published so far: the positive
- * signal that it handled them, to be awaited before asserting that something did NOT happen.
- */
-export async function waitForConsumerIdle(
-  bus: Bus,
-  durable: string,
-  options: { timeoutMs?: number } = {},
-): Promise<void> {
+/** Waits until a durable consumer acknowledged everything so far: before asserting something did NOT happen. */
+export async function waitForConsumerIdle(bus: Bus, durable: string): Promise<void> {
   await waitFor(
     async () => {
       const info = await bus.jsm.consumers.info(bus.eventsStream, durable);
       return info.num_pending === 0 && info.num_ack_pending === 0;
     },
-    { timeoutMs: options.timeoutMs ?? 10_000, message: `consumer ${durable} never caught up` },
+    { timeoutMs: 10_000, message: `consumer ${durable} never caught up` },
   );
 }

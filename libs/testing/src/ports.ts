@@ -25,10 +25,8 @@ function listenOnce(port: number): Promise<number | undefined> {
 }
 
 /**
- * Below the OS's ephemeral range, ports are handed out in two bands, so that neither kind of user can take the
- * other's port between its check and its bind: restartable servers (findRestartablePort) below this port, blocks of
- * fixed ports (the dev runner started on offset ports by dev-twice) from it up to the ephemeral range. (A chaos run's
- * restartable port once took the port of dev-twice's anvil, checked free a moment before.)
+ * Below the OS's ephemeral range, two bands, so neither kind of user takes the other's port between its check and its
+ * bind: restartable servers (findRestartablePort) below this port, blocks of fixed ports (dev-twice) from it up.
  */
 export const FIXED_PORT_BLOCKS_START = 18_000;
 const RESTARTABLE_PORTS_START = 10_000;
@@ -46,12 +44,9 @@ export function ephemeralRangeStart(): number {
 const RESTARTABLE_PORT_ATTEMPTS = 200;
 
 /**
- * A free port below the OS's ephemeral range, for a server that is killed and started again on the same port
- * (NATS, Postgres and service replicas in fault tests). An OS-chosen port lies in the ephemeral range, where an
- * outgoing connection may take it while the server is down, and the restart then fails with EADDRINUSE (seen in
- * the chaos run). Below that range only another listener can hold it: the bind here checks for one, and a lease
- * file keeps the port from every other test process until this one exits, also while its server is down (a chaos
- * node once failed to start, its port checked free by two suites at once or handed to a killed server's restart).
+ * A free port for a server that is killed and started again on it (NATS, Postgres, replicas in fault tests): below
+ * the ephemeral range, where no outgoing connection takes it while the server is down. The bind checks for another
+ * listener, and a lease file keeps the port from every other test process until this one exits.
  */
 export async function findRestartablePort(): Promise<number> {
   const high = Math.min(FIXED_PORT_BLOCKS_START, ephemeralRangeStart()) - 1;
@@ -69,10 +64,7 @@ const LEASE_DIR = path.join(tmpdir(), 'paygate-restartable-ports');
 const leasedPorts = new Set<number>();
 let releasesOnExit = false;
 
-/**
- * Takes `port` for this process: a file holding its pid, linked into place (a link fails where the file exists, and
- * no reader sees it empty). A lease whose process is gone is taken over.
- */
+/** Takes `port` for this process: a file of its pid, linked into place (atomic); a dead one's lease is taken. */
 export function leasePort(port: number): boolean {
   if (leasedPorts.has(port)) return false;
   mkdirSync(LEASE_DIR, { recursive: true });

@@ -19,18 +19,14 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-/**
- * Runs a TypeScript entry point as its own Node process (node --import tsx, no wrapper process in between,
- * so SIGKILL really kills the service, as a crash would).
- */
+/** Runs a TypeScript entry point as its own Node process (no tsx wrapper: SIGKILL kills it as a crash would). */
 export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
   return spawnNodeProcess(['--import', 'tsx', path.resolve(REPO_ROOT, entry)], env);
 }
 
 /**
- * A Paygate service (`services/<name>/src/main.ts` under tsx) as its own process, as it is deployed, once its
- * `/readyz` answers 200 on `port`. `nodeArgs` go before the entry point (`--cpu-prof` is refused in
- * NODE_OPTIONS). A process that exits or is not ready within `readyWithinMs` fails with its output, and is killed.
+ * A Paygate service (its main.ts under tsx) as its own process, once its `/readyz` answers 200 on `port`; one that
+ * exits or is not ready in time fails with its output. `nodeArgs` go before the entry (NODE_OPTIONS refuses some).
  */
 export async function startServiceProcess(
   service: string,
@@ -89,12 +85,11 @@ export function spawnNodeProcess(
   });
   running.add(child);
   let output = '';
-  child.stdout!.on('data', (chunk) => {
+  const keep = (chunk: Buffer) => {
     output += chunk;
-  });
-  child.stderr!.on('data', (chunk) => {
-    output += chunk;
-  });
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
   const exited = new Promise<number | null>((resolve) => {
     child.once('exit', (code) => {
       running.delete(child);

@@ -1,10 +1,7 @@
 import { Wallet } from 'ethers';
 import { SiweMessage } from 'siwe';
 
-/**
- * End-to-end helpers against a running registry (real HTTP, real SIWE signatures): sign a seller up and
- * register a skill that has passed validation. For tests only.
- */
+/** Helpers against a running registry (real HTTP, real SIWE): sign a seller up, register a validated skill. */
 
 interface SignedUpSeller {
   sessionToken: string;
@@ -54,20 +51,18 @@ export function siweMessageText(fields: {
   }).prepareMessage();
 }
 
-/**
- * Signs in with Ethereum (nonce + verify). On a first login the API key comes from the sign-up; for a wallet
- * that already has an account the key is rotated so the caller always gets a working sk_… key.
- */
 /** An ethers Wallet (or HDNodeWallet), or a private key. */
 type SellerWallet = { address: string; signMessage(message: string): Promise<string> } | string;
 
+/**
+ * Signs in with Ethereum (nonce + verify). A wallet that already has an account gets its key rotated, so the caller
+ * always gets a working sk_… key.
+ */
 export async function signUpSeller(registryUrl: string, wallet: SellerWallet): Promise<SignedUpSeller> {
   const signer = typeof wallet === 'string' ? new Wallet(wallet) : wallet;
   const nonce = await call<{ nonce: string; domain: string; uri: string; chainId: number }>(
     `${registryUrl}/api/v1/auth/siwe/nonce`,
-    {
-      method: 'POST',
-    },
+    { method: 'POST' },
   );
   const message = siweMessageText({
     domain: nonce.domain,
@@ -83,14 +78,14 @@ export async function signUpSeller(registryUrl: string, wallet: SellerWallet): P
     publishableKey: string;
     seller: { sellerId: string; walletAddress: string };
   }>(`${registryUrl}/api/v1/auth/siwe/verify`, { method: 'POST', body: { message, signature } });
-  let apiKey = verified.apiKey;
-  if (!apiKey) {
-    const rotated = await call<{ apiKey: string }>(`${registryUrl}/api/v1/account/api-key/rotate`, {
-      method: 'POST',
-      token: verified.sessionToken,
-    });
-    apiKey = rotated.apiKey;
-  }
+  const apiKey =
+    verified.apiKey ??
+    (
+      await call<{ apiKey: string }>(`${registryUrl}/api/v1/account/api-key/rotate`, {
+        method: 'POST',
+        token: verified.sessionToken,
+      })
+    ).apiKey;
   return {
     sessionToken: verified.sessionToken,
     apiKey,
@@ -119,32 +114,19 @@ interface SkillInput {
   }>;
 }
 
-/** The registry's view of a skill (GET /api/v1/manage/skills/:name). */
+/** The registry's view of a skill (GET /api/v1/manage/skills/:name), the fields tests read typed. */
 interface RegisteredSkill {
   skillId: string;
-  sellerId: string;
-  name: string;
   status: string;
   statusReason: string | null;
-  revision: number;
-  baseUrl: string;
-  skillMdUrl: string;
   holdPeriodHours: number;
-  endpoints: Array<{
-    endpointId: string;
-    path: string;
-    method: string;
-    priceUsdc: string;
-    url: string;
-    isHealthy: boolean;
-    active: boolean;
-  }>;
+  endpoints: Array<{ endpointId: string; path: string; method: string; priceUsdc: string; url: string }>;
   [key: string]: unknown;
 }
 
 /**
- * Creates a skill with its endpoints and waits until validation made it ACTIVE (the seller API at
- * apiBaseUrl must answer HEAD on every endpoint). Throws with the statusReason if validation fails.
+ * Creates a skill and waits until validation (a HEAD on every endpoint of apiBaseUrl) made it ACTIVE; throws with
+ * the statusReason if validation fails.
  */
 export async function createActiveSkill(
   registryUrl: string,

@@ -9,7 +9,6 @@ export interface RpcCall {
   params?: unknown[];
 }
 
-/** One JSON-RPC reply. */
 interface RpcReply {
   jsonrpc: string;
   id: unknown;
@@ -17,17 +16,14 @@ interface RpcReply {
   error?: { code: number; message: string; data?: unknown };
 }
 
-/** Sends one call to the upstream node on its own and resolves its reply. */
 type RpcForward = (call: RpcCall) => Promise<RpcReply>;
 
 interface RpcProxyOptions {
   /** The node calls are forwarded to; a function is asked again for every forward (a switching load balancer). */
   upstream: string | (() => string);
   /**
-   * The test's rule, asked once per call (the calls of a batch together): a reply answers the call (`forward` sends
-   * a call, this one changed or another, to the node), undefined forwards it, but only once the rule of every call
-   * of the request settled (a rule awaiting something holds its whole request). When no call is answered, the body
-   * goes to the node as it came and the node's status and body go back; otherwise the rest go one by one.
+   * The test's rule, asked for every call of a request: a reply answers the call (`forward` sends one to the node),
+   * undefined forwards it once every call's rule settled. When none is answered the body goes to the node as it came.
    */
   answer?: (call: RpcCall, forward: RpcForward) => RpcReply | undefined | Promise<RpcReply | undefined>;
   /** Every request waits this long (after it is counted) before it is answered: a real network's latency. */
@@ -64,10 +60,7 @@ function parseCalls(body: Buffer): RpcCall | RpcCall[] | undefined {
   return isCall(parsed) ? (parsed as RpcCall) : undefined;
 }
 
-/**
- * A JSON-RPC endpoint in front of a node (anvil) on 127.0.0.1, a free port: it forwards every call, except those the
- * test's `answer` replies to itself. An upstream that fails or times out is answered 502.
- */
+/** A JSON-RPC endpoint in front of a node: forwards each call `answer` does not reply to (502 on failure). */
 export async function startRpcProxy(options: RpcProxyOptions): Promise<RpcProxy> {
   const calls = new Map<string, number>();
   const timeoutMs = options.timeoutMs ?? 10_000;

@@ -1,19 +1,9 @@
 /**
- * Services started as processes (`make dev`, the chaos run, the crash tests) run a bundle of their main, not
- * TypeScript through tsx: `node --import tsx` compiles and resolves every file of a service on each start (about
- * 1.5 s of CPU for the gateway or settlement on the 2-core machine, against 0.2 s for the bundle), and `make dev`
- * starts seven of them, the chaos run up to fourteen with restarts. Each main is bundled with esbuild, as
- * deploy/scripts/build-dist.ts does for the images: workspace packages inlined, third-party packages required
- * from pnpm's hoisted set through NODE_PATH. Each purpose gets its own file (`services/<name>/dist/<purpose>/`),
- * so runs of different purposes never share one, and the service's `sql/` is still found above it.
- *
- * A bundle is built again only when one of its inputs changed: beside it, `inputs.json` holds a SHA-256 of every
- * file it was built from (esbuild's metafile, with each package's package.json and tsconfig.json, which steer
- * resolution) and of the build itself (this file, esbuild's version), so the second `make dev` in a row, or a
- * rerun of a test, starts the services without spending a second of CPU on seven bundles it already has.
- *
- * The browser bundles (checkout widget, seller dashboard) stay built on demand at run time as under tsx: their
- * modules read their sources relative to `__dirname`, which a plugin below pins to the source directory.
+ * Services started as processes (`make dev`, the chaos run, the crash tests) run an esbuild bundle of their main,
+ * not TypeScript through tsx, which costs about 1.5 s of CPU per start against 0.2 s. As deploy/scripts/build-dist.ts
+ * does for the images, workspace packages are inlined and third-party ones required through NODE_PATH; each purpose
+ * has its own file (`services/<name>/dist/<purpose>/`, below the service's `sql/`). A bundle is built again only when
+ * an input changed: `inputs.json` beside it holds a SHA-256 of every file it was built from and of the build itself.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync } from 'node:fs';
@@ -24,10 +14,6 @@ import { type ServiceProcess, spawnNodeProcess } from './processes';
 
 const REPO_ROOT = path.join(__dirname, '../../..');
 
-/** pnpm's hoisted packages: what library code bundled into a service requires (the Dockerfile sets the same). */
-const SERVICE_BUNDLE_NODE_PATH = path.join(REPO_ROOT, 'node_modules/.pnpm/node_modules');
-
-/** Who runs the bundle: each has its own output file. */
 type BundlePurpose = 'dev' | 'chaos' | 'test';
 
 function serviceBundlePath(service: string, purpose: BundlePurpose): string {
@@ -43,7 +29,7 @@ const externalPackages: Plugin = {
   },
 };
 
-/** Modules that find files next to their source keep finding them: `__dirname` is their source directory. */
+/** The browser bundles are still built at run time from their sources: their `__dirname` stays the source folder. */
 const sourceDirname: Plugin = {
   name: 'source-dirname',
   setup(pluginBuild) {
@@ -58,13 +44,12 @@ const sourceDirname: Plugin = {
   },
 };
 
-/** What every bundle's build depends on besides its inputs: how it is built. */
 const BUILD_KEY = createHash('sha256')
   .update(`${esbuildVersion}\0${REPO_ROOT}\0`)
   .update(readFileSync(__filename))
   .digest('hex');
 
-/** The files a bundle was built from, by path relative to the repository, and their SHA-256. */
+/** How it was built, and the SHA-256 of each file it was built from (by path in the repository). */
 interface BundleInputs {
   build: string;
   inputs: Record<string, string>;
@@ -99,9 +84,8 @@ async function bundleIsCurrent(service: string, purpose: BundlePurpose): Promise
 }
 
 /**
- * The inputs of a build that started at `startedMs`, from esbuild's metafile (paths relative to the working
- * directory); undefined when one of them changed since the build started or is not a file (no record: the next
- * run builds again).
+ * The inputs of a build that started at `startedMs` (esbuild's metafile, with the package.json and tsconfig.json
+ * that steer resolution); undefined when one changed since the build started, so the next run builds again.
  */
 function inputsOf(metafileInputs: Record<string, unknown>, startedMs: number): BundleInputs | undefined {
   const files = new Set<string>(['tsconfig.base.json', 'tsconfig.json', 'package.json']);
@@ -134,10 +118,7 @@ async function writeWhole(file: string, contents: string | Uint8Array): Promise<
   renameSync(partial, file);
 }
 
-/**
- * Bundles each service's main (in parallel) unless its bundle is current, with a source map beside it; returns
- * the ms it took.
- */
+/** Bundles each service's main (in parallel, with a source map) unless its bundle is current; returns the ms. */
 export async function buildServiceBundles(
   services: readonly string[],
   purpose: BundlePurpose,
@@ -175,14 +156,14 @@ export async function buildServiceBundles(
   return Date.now() - started;
 }
 
-/** Node's options and environment for running a bundle built above. */
+/** Node's options and environment for running a bundle built above (NODE_PATH: pnpm's hoisted packages). */
 export function serviceBundleCommand(
   service: string,
   purpose: BundlePurpose,
 ): { args: string[]; env: NodeJS.ProcessEnv } {
   return {
     args: ['--enable-source-maps', serviceBundlePath(service, purpose)],
-    env: { NODE_PATH: SERVICE_BUNDLE_NODE_PATH },
+    env: { NODE_PATH: path.join(REPO_ROOT, 'node_modules/.pnpm/node_modules') },
   };
 }
 

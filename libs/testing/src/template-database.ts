@@ -33,56 +33,42 @@ interface ServiceMigrations {
   sqlFiles: string[];
 }
 
+/** The files of `dir` by absolute path, sorted ([] when there is no such folder). */
+const filesOf = (dir: string) =>
+  existsSync(dir)
+    ? readdirSync(dir)
+        .sort()
+        .map((file) => path.join(dir, file))
+    : [];
+
 function serviceMigrations(): ServiceMigrations[] {
   const servicesDir = path.join(ROOT, 'services');
   return readdirSync(servicesDir)
     .sort()
     .filter((service) => existsSync(path.join(servicesDir, service, 'migrations', 'index.ts')))
-    .map((service) => {
-      const sqlDir = path.join(servicesDir, service, 'sql');
-      const sqlFiles = existsSync(sqlDir)
-        ? readdirSync(sqlDir)
-            .filter((file) => file.endsWith('.sql'))
-            .sort()
-            .map((file) => path.join(sqlDir, file))
-        : [];
-      return { service, migrationsDir: path.join(servicesDir, service, 'migrations'), sqlFiles };
-    });
-}
-
-/** Each library's tables (libs/<name>/src/migrations.ts and the dated files of src/migrations/), which services list. */
-function libraryMigrationFiles(): string[] {
-  const libsDir = path.join(ROOT, 'libs');
-  return readdirSync(libsDir)
-    .sort()
-    .flatMap((lib) => {
-      const index = path.join(libsDir, lib, 'src', 'migrations.ts');
-      const dir = path.join(libsDir, lib, 'src', 'migrations');
-      return [
-        ...(existsSync(index) ? [index] : []),
-        ...(existsSync(dir)
-          ? readdirSync(dir)
-              .sort()
-              .map((file) => path.join(dir, file))
-          : []),
-      ];
-    });
+    .map((service) => ({
+      service,
+      migrationsDir: path.join(servicesDir, service, 'migrations'),
+      sqlFiles: filesOf(path.join(servicesDir, service, 'sql')).filter((file) => file.endsWith('.sql')),
+    }));
 }
 
 /**
- * Every file that shapes a migrated schema, by absolute path: the libraries' migrations, the migrator, and each
- * service's migrations and SQL. The template's name is their hash.
+ * Every file that shapes a migrated schema, by absolute path: each library's migrations (src/migrations.ts and the
+ * dated files of src/migrations/), the migrator, and each service's migrations and SQL. The template's name is their
+ * hash.
  */
 export function templateInputFiles(): string[] {
+  const libsDir = path.join(ROOT, 'libs');
   return [
-    ...libraryMigrationFiles(),
+    ...readdirSync(libsDir)
+      .sort()
+      .flatMap((lib) => [
+        ...[path.join(libsDir, lib, 'src', 'migrations.ts')].filter((file) => existsSync(file)),
+        ...filesOf(path.join(libsDir, lib, 'src', 'migrations')),
+      ]),
     path.join(ROOT, 'libs/runtime/src/database.ts'),
-    ...serviceMigrations().flatMap((s) => [
-      ...readdirSync(s.migrationsDir)
-        .sort()
-        .map((file) => path.join(s.migrationsDir, file)),
-      ...s.sqlFiles,
-    ]),
+    ...serviceMigrations().flatMap((s) => [...filesOf(s.migrationsDir), ...s.sqlFiles]),
   ];
 }
 
@@ -155,10 +141,9 @@ export async function ensureTemplateDatabase(adminUrl: string): Promise<string> 
 export const SUITE_DATABASE_PREFIX = 't_';
 
 /**
- * Closes a finished suite's database to every connection instead of dropping it: Postgres 15 runs an immediate
- * checkpoint for each DROP DATABASE, and a run's hundred drops made about 200 checkpoints in 11 minutes, so nearly
- * every page the other suites changed was written again whole to the WAL. `dropRetiredSuiteDatabases` drops them
- * after the run.
+ * Closes a finished suite's database to every connection instead of dropping it: each DROP DATABASE is an immediate
+ * checkpoint, and a run's hundred of them had the other suites' pages written whole to the WAL again and again.
+ * `dropRetiredSuiteDatabases` drops them after the run.
  */
 export async function retireSuiteDatabase(client: pg.Client, database: string): Promise<void> {
   await client.query(`alter database "${database}" with allow_connections false`);
@@ -166,16 +151,14 @@ export async function retireSuiteDatabase(client: pg.Client, database: string): 
 }
 
 /**
- * Drops every retired suite database (or only those of `names` among them), `concurrency` at a time: drops waiting
- * together share one checkpoint. A database a suite still uses is never retired, so a run beside this one keeps
- * its own. A test of the drop names its own databases: the whole run's would be dozens of drops, each a checkpoint
- * the other suites wait behind.
+ * Drops every retired suite database (or only those of `names` among them, as a test of the drop does), eight at a
+ * time: drops waiting together share one checkpoint. A database a suite still uses is never retired, so a run beside
+ * this one keeps its own.
  */
 export async function dropRetiredSuiteDatabases(
   adminUrl: string,
-  options: { concurrency?: number; names?: readonly string[] } = {},
+  options: { names?: readonly string[] } = {},
 ): Promise<number> {
-  const concurrency = options.concurrency ?? 8;
   const retired = await withAdmin(adminUrl, async (client) => {
     const found = await client.query<{ datname: string }>(
       'select datname from pg_database where not datallowconn and datname ~ $1 and ($2::text[] is null or datname = any($2))',
@@ -185,7 +168,7 @@ export async function dropRetiredSuiteDatabases(
   });
   const queue = [...retired];
   await Promise.all(
-    Array.from({ length: Math.min(concurrency, queue.length) }, () =>
+    Array.from({ length: Math.min(8, queue.length) }, () =>
       withAdmin(adminUrl, async (client) => {
         for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
           await client.query(`drop database if exists "${name}" with (force)`);

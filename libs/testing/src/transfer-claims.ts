@@ -13,14 +13,11 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
 type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
 
 /**
- * Answers `ledger.claim_transfer` from memory with the contract's rule (the first payment path + reference to claim a
- * transfer holds it and books its payment, once; the same pair again is ok, answered with the payment booked the
- * first time, or books it again when a transfer.reorged reversed it; an operator refund naming the underpaid
- * session that holds it takes it over; any other is refused),
- * for suites that run a gateway or checkout without escrow-ledger. `payments` lists what was booked, in order
- * (what the real ledger would publish as payment.confirmed). Requests and replies are validated against the
- * contract like the real responder's. The real claims (Postgres, every replica) are tested in
- * services/escrow-ledger/test/transfer-claims*.test.ts and claim-command.test.ts.
+ * Answers `ledger.claim_transfer` from memory with the contract's rule, for suites that run a gateway or checkout
+ * without escrow-ledger: the first payment path + reference to claim a transfer holds it and books its payment once;
+ * the same pair again is answered with that payment (or books it again after a transfer.reorged reversed it); an
+ * operator refund naming the underpaid session that holds it takes it over; any other is refused. `payments` lists
+ * what was booked, in order (the real ledger's payment.confirmed). The real claims are tested in escrow-ledger.
  */
 export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   claims: Map<string, HeldClaim>;
