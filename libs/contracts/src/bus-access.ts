@@ -1,10 +1,8 @@
 import type { ServiceName, Subject } from './subjects';
 
 /**
- * What each service does on the bus besides publishing the subjects it owns (SUBJECTS) and calling or serving the
- * RPCs that name it (RPCS): its durable JetStream consumers and its plain (core NATS) subscriptions. The NATS
- * users' permissions are generated from these three declarations (`busPermissions` in @paygate/bus), and
- * `startService` refuses a consumer that is not declared here, so the code and the permissions cannot drift.
+ * Each service's durable consumers and core NATS subscriptions, beside SUBJECTS and RPCS: the NATS permissions are
+ * generated from the three, and `startService` refuses an undeclared consumer, so code and permissions cannot drift.
  */
 
 /** Durable consumer name -> the one subject it filters on, per service. */
@@ -59,16 +57,10 @@ export const CONSUMERS = {
   },
 } as const satisfies Record<ServiceName, Record<string, Subject>>;
 
-/**
- * Core NATS subscriptions to event subjects (no durable, no acknowledgement): cache invalidation on
- * `seller.updated` (@paygate/seller-auth), the notifier's live WebSocket feed of checkout sessions. A pattern
- * may end in `.*` (one token).
- */
 /** The events a seller's live channel (notifier, GET /api/v1/ws) passes on: each names its seller. */
 export const SELLER_LIVE_EVENTS = [
   'payment.confirmed',
   'payment.reversed',
-  // A paid call whose seller failed, and its retry served: the payments list marks it (the ledger books it too).
   'payment.call_failed',
   'payment.call_recovered',
   'payment.refunded',
@@ -83,6 +75,7 @@ export const SELLER_LIVE_EVENTS = [
   'seller.payout_address_change_requested',
 ] as const satisfies readonly Subject[];
 
+/** Core NATS subscriptions (no durable, no ack); a pattern may end in `.*` (one token). */
 export const LIVE_SUBSCRIPTIONS = {
   registry: [],
   'gateway-proxy': ['seller.updated'],

@@ -35,8 +35,7 @@ export interface EventEnvelope<TType extends string = string, TData = unknown> {
   data: TData;
 }
 
-// ulid's own PRNG makes one getRandomValues call per character, 16 per id: about 80 µs an id, 14% of the
-// ledger's CPU in `make bench`. The same CSPRNG, drawn 4 KiB at a time.
+// ulid's own PRNG calls getRandomValues per character (about 80 µs an id): the same CSPRNG, drawn 4 KiB at a time.
 const randomPool = new Uint32Array(1024);
 let randomPoolAt = randomPool.length;
 function pooledRandom(): number {
@@ -53,10 +52,7 @@ export function newEventId(): string {
   return nextUlid();
 }
 
-/**
- * A ULID whose 80 bits after the time are all fresh from the CSPRNG: unguessable, for an id that is a capability
- * (a public status route's) or must not reveal its neighbours. Not monotonic within a millisecond.
- */
+/** A ULID with all 80 random bits fresh: unguessable, for an id that is a capability. Not monotonic. */
 export function newRandomUlid(): string {
   return ulid(Date.now(), pooledRandom);
 }

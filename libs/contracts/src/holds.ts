@@ -1,8 +1,6 @@
 /**
- * How long a payment stays in escrow before it can be settled to the seller, by what the skill sells (docs/api.md,
- * "Skills", `holdPeriodHours`): the registry's default for a new skill, the dashboard's form and the gateway's /api/verify (which sells
- * no registered skill, by payment kind) all read it here. No imports: the dashboard bundles this file alone
- * (`@paygate/contracts/holds`).
+ * How long a payment stays in escrow before it can be settled to the seller, by what the skill sells. No imports:
+ * the dashboard bundles this file alone (`@paygate/contracts/holds`).
  */
 export const DEFAULT_HOLD_HOURS = {
   API: 0,
@@ -13,7 +11,7 @@ export const DEFAULT_HOLD_HOURS = {
   Product: 72,
 } as const satisfies Record<string, number>;
 
-/** The same rule by payment kind (what a pay-per-call, subscription, product or service payment buys). */
+/** The same rule by payment kind (for /api/verify, which sells no registered skill). */
 export const DEFAULT_HOLD_HOURS_BY_KIND = {
   payPerCall: DEFAULT_HOLD_HOURS.API,
   subscription: DEFAULT_HOLD_HOURS.Subscription,

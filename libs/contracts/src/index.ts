@@ -6,14 +6,10 @@ export {
   SERVICE_NAMES,
 } from './bus-access';
 export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
-// (nothing of './events/chain-indexer' is used outside the package)
 export { CheckoutSessionSnapshot } from './events/checkout';
 export type { ClaimedVia } from './events/claims';
-// (nothing of './events/escrow-ledger' is used outside the package)
-// (nothing of './events/payments' is used outside the package)
 export { CHECKOUT_MATCHING_MODES, type CheckoutMatchingMode } from './events/registry';
 export { DEFAULT_HOLD_HOURS, DEFAULT_HOLD_HOURS_BY_KIND } from './holds';
-// (nothing of './events/settlement' is used outside the package)
 export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export {
   API_KEY_PATTERN,

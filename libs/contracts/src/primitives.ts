@@ -30,10 +30,7 @@ export const NetworkName = Type.Union([
 
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
-/**
- * A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". The second argument is the
- * description, or options with a description and a default.
- */
+/** A string enum as JSON Schema `enum`, so a violation reads "must be one of A, B, C". */
 export function StringEnum<const T extends readonly string[]>(
   values: T,
   options: string | { description?: string; default?: T[number] } = {},

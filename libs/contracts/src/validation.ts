@@ -1,33 +1,21 @@
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import Ajv, { type ErrorObject } from 'ajv';
 import addFormats from 'ajv-formats';
 import { EnvelopeSchema, type EventEnvelope, newEventId, type TraceContext } from './envelope';
 import { type EventData, isSubject, type ServiceName, SUBJECTS, type Subject } from './subjects';
 
-/** One ajv instance for every schema of the contracts (events and RPCs). */
+/** One ajv instance for every schema of the contracts (events and RPCs); it caches each compiled schema. */
 export const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
 const validateEnvelopeShape = ajv.compile(EnvelopeSchema);
-const dataValidators = new Map<Subject, ValidateFunction>();
-function dataValidator(subject: Subject): ValidateFunction {
-  let validator = dataValidators.get(subject);
-  if (!validator) {
-    validator = ajv.compile(SUBJECTS[subject].schema);
-    dataValidators.set(subject, validator);
-  }
-  return validator;
-}
+
+export const describeErrors = (errors: ErrorObject[]) =>
+  errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
 
 export class EventValidationError extends Error {
   constructor(
     readonly subject: string,
     readonly errors: ErrorObject[] | string,
   ) {
-    super(
-      `invalid ${subject} event: ${
-        typeof errors === 'string'
-          ? errors
-          : errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ')
-      }`,
-    );
+    super(`invalid ${subject} event: ${typeof errors === 'string' ? errors : describeErrors(errors)}`);
     this.name = 'EventValidationError';
   }
 }
@@ -71,7 +59,7 @@ export function validateEvent(value: unknown): EventEnvelope<Subject> {
     throw new EventValidationError('envelope', validateEnvelopeShape.errors ?? []);
   const envelope = value as EventEnvelope;
   if (!isSubject(envelope.type)) throw new EventValidationError(envelope.type, 'unknown subject');
-  const validator = dataValidator(envelope.type);
+  const validator = ajv.compile(SUBJECTS[envelope.type].schema);
   if (!validator(envelope.data)) throw new EventValidationError(envelope.type, validator.errors ?? []);
   return envelope as EventEnvelope<Subject>;
 }

@@ -9,15 +9,11 @@ export const CheckoutSessionStatus = Type.Union([
   Type.Literal('underpaid'),
   Type.Literal('overpaid'),
   Type.Literal('expired'),
-  /** An operator sent the session's transfer (an underpayment) back to its payer; the session takes no payment. */
+  // An operator sent the session's underpaid transfer back to its payer.
   Type.Literal('refunded'),
 ]);
 
-/**
- * The state of a checkout session after a change; every checkout.session_* event carries it, and it is also the
- * public session object (POST/GET /api/v1/checkout/sessions, WebSocket `session` messages). `network`, `chainId`
- * and `tokenAddress` let the widget build the EIP-681 URI and the wallet transfer without other configuration.
- */
+/** A checkout session after a change: every checkout.session_* event's payload and the public session object. */
 export const CheckoutSessionSnapshot = Type.Object(
   {
     sessionId: Id,
@@ -25,16 +21,11 @@ export const CheckoutSessionSnapshot = Type.Object(
     skillId: Nullable(Id),
     description: Type.String({ maxLength: 500 }),
     status: CheckoutSessionStatus,
-    /** What the buyer sends: the price plus a unique six-decimal suffix (`amount`), or exactly the price. */
+    /** The price plus a unique six-decimal suffix (`amount` matching), or exactly the price. */
     exactAmount: UsdcAmount,
     paidAmount: Nullable(UsdcAmount),
     /** The shared checkout wallet (`amount`) or the session's own deposit address (`deposit_address`). */
     walletAddress: Address,
-    /**
-     * What identifies the payment: `amount` (the exact amount, on the checkout wallet every session shares) or
-     * `deposit_address` (the address, the session's own). Checkout always sends it; absent only in events from
-     * before it.
-     */
     matching: Type.Optional(CheckoutMatching),
     network: NetworkName,
     chainId: Type.Integer({ minimum: 1 }),
@@ -51,25 +42,21 @@ export const CheckoutSessionSnapshot = Type.Object(
 );
 
 /**
- * An operator decided that a transfer into the escrow wallet that paid for nothing goes back to its sender
- * (`POST /api/v1/operator/transfers/:id/refund`): an unmatched transfer, or the short transfer of an `underpaid`
- * session (`sessionId` names it; the session becomes `refunded`). The transfer key (chainId, txHash, logIndex) names the money;
+ * An operator sends a transfer that paid for nothing (unmatched, or an underpaid session's) back to its sender.
  * `from` and `amount` are what checkout observed, so the ledger can refuse a request that differs from its books.
  */
 export const TransferRefundRequested = Type.Object(
   {
-    /** Checkout's id of this decision (`trr_…`): one per transfer, stable across redeliveries. */
+    /** One per transfer, stable across redeliveries. */
     refundRequestId: Id,
-    /** Checkout's transfer id (`tr_…`), for the operator to find it again. */
     transferId: Id,
     chainId: Type.Integer({ minimum: 1 }),
     txHash: TxHash,
     logIndex: Type.Integer({ minimum: 0 }),
-    /** The payer: the refund goes back to this address. */
     from: Address,
     amount: UsdcAmount,
     reason: Type.String({ minLength: 1, maxLength: 500 }),
-    /** The underpaid session the transfer was attached to, when it was (it paid nothing: no payment was booked). */
+    /** The underpaid session the transfer was attached to (no payment was booked). */
     sessionId: Type.Optional(Id),
     requestedAt: IsoTime,
   },
@@ -77,20 +64,16 @@ export const TransferRefundRequested = Type.Object(
 );
 
 /**
- * Checkout gave a session its own deposit address: the HD child `derivationIndex` of the checkout deposit xpub
- * (settlement alone holds the key that can move its funds). The chain-indexer watches `address` until
- * `watchUntil`, settlement records the index so it can sweep what arrives there into escrow. Published in the
- * same statement that creates the session, so no address is handed to a buyer without it.
+ * A session's own deposit address, the HD child `derivationIndex` of the checkout xpub: the indexer watches it,
+ * settlement sweeps it. Published with the session's creation, so no address reaches a buyer without it.
  */
 export const DepositAddressAssigned = Type.Object(
   {
     sessionId: Id,
     address: Address,
-    /** Non-hardened child index under the deposit xpub (`<CHECKOUT_DEPOSIT_PATH>/<derivationIndex>`). */
     derivationIndex: Type.Integer({ minimum: 0, maximum: 2_147_483_647 }),
     chainId: Type.Integer({ minimum: 1 }),
     assignedAt: IsoTime,
-    /** The session's late window ends here; the indexer keeps watching a grace period beyond it. */
     watchUntil: IsoTime,
   },
   { additionalProperties: false },

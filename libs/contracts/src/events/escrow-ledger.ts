@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
 
-/** The webhook's documented fields (event, transactionId, reason) plus the ids a consumer needs to route it. */
+/** The webhook's fields plus the ids a consumer needs to route it. */
 export const RefundRequested = Type.Object(
   {
     event: Type.Literal('refund.requested'),
@@ -14,7 +14,6 @@ export const RefundRequested = Type.Object(
   { additionalProperties: false },
 );
 
-/** A hold has passed its hold period: the seller's share is now available for settlement. */
 export const EscrowReleased = Type.Object(
   {
     transactionId: Id,
@@ -38,9 +37,8 @@ export const RefundApproved = Type.Object(
 );
 
 /**
- * What a refund gives back: (part of) a seller's payment, a transfer into escrow that no payment claimed, or a
- * payer's refunds of paid calls their sellers did not serve, sent as one transfer (`unserved_batch`: no transaction,
- * no seller; each call's refund is booked against its own payment, and the seller told by payment.refunded).
+ * What a refund gives back: (part of) a payment, an unclaimed transfer, or one transfer for a payer's unserved calls
+ * (`unserved_batch`: each call's refund is booked against its own payment).
  */
 export const RefundKind = Type.Union([
   Type.Literal('payment'),
@@ -49,10 +47,8 @@ export const RefundKind = Type.Union([
 ]);
 
 /**
- * The ledger has booked a refund; settlement must send `amount` USDC from escrow back to `payer`.
- * `kind` absent means `payment` (events published before it existed). A payment refund has `transactionId` and
- * `sellerId`; an `unmatched_transfer` refund has neither (null) and names the transfer it returns in `transfer`; an
- * `unserved_batch` has neither either.
+ * The ledger has booked a refund; settlement must send `amount` USDC from escrow back to `payer`. `kind` absent
+ * means `payment`, the only kind with `transactionId` and `sellerId`; `unmatched_transfer` names its `transfer`.
  */
 export const RefundInitiated = Type.Object(
   {
@@ -75,10 +71,8 @@ export const RefundInitiated = Type.Object(
 );
 
 /**
- * The ledger refunded a paid call its seller did not serve (its retry window closed after a 5xx, a timeout or no
- * connection, with no attempt served), without the seller's approval: the payment's money goes back to the payer
- * (`refundId`; the transfer is sent once the payer's unserved refunds reach the ledger's threshold, or at its
- * bounded age). The seller hears of it by webhook.
+ * The ledger refunded a paid call its seller did not serve, without the seller's approval; the transfer goes out
+ * once the payer's unserved refunds reach the ledger's threshold, or at its bounded age.
  */
 export const PaymentRefunded = Type.Object(
   {
@@ -89,10 +83,9 @@ export const PaymentRefunded = Type.Object(
     payer: Address,
     amount: UsdcAmount,
     reason: Type.Literal('unserved'),
-    /** How the seller failed the last time: error_status (with upstreamStatus), timeout, unreachable, misconfigured. */
+    /** How the seller failed the last time (payment.call_failed's upstreamOutcome). */
     upstreamOutcome: Type.String(),
     upstreamStatus: Nullable(Type.Integer({ minimum: 500, maximum: 599 })),
-    /** The payment's transfer into escrow. */
     txHash: TxHash,
     refundedAt: IsoTime,
   },

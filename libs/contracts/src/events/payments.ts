@@ -4,10 +4,8 @@ import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from 
 export const PaymentSource = Type.Union([Type.Literal('x402'), Type.Literal('checkout')]);
 
 /**
- * A payment booked for something a seller sells (source x402: gateway-proxy's claim; checkout: a matched session).
- * Published by escrow-ledger through its outbox in the transaction that claimed the transfer and booked the
- * payment (`ledger.claim_transfer` with its `payment`): a fact for the notifier and the live channel, consumed by
- * nothing that moves money. One transfer (chainId:txHash:logIndex) pays for one thing.
+ * A payment booked by the ledger in the transaction of its `ledger.claim_transfer`: a fact for the notifier and the
+ * live channel, consumed by nothing that moves money.
  */
 export const PaymentConfirmed = Type.Object(
   {
@@ -31,7 +29,6 @@ export const PaymentConfirmed = Type.Object(
   { additionalProperties: false },
 );
 
-/** A confirmed payment that no longer stands (its transfer was reorged away). */
 export const PaymentReversed = Type.Object(
   {
     paymentId: Id,
@@ -48,7 +45,6 @@ export const PaymentReversed = Type.Object(
   { additionalProperties: false },
 );
 
-/** What the seller's API did to a paid call that failed: a 5xx answer, no answer in time, no connection, no URL. */
 export const UpstreamOutcome = Type.Union([
   Type.Literal('error_status'),
   Type.Literal('timeout'),
@@ -57,12 +53,9 @@ export const UpstreamOutcome = Type.Union([
 ]);
 
 /**
- * A paid pay-per-call whose forward to the seller failed: the buyer was answered 5xx and may present the same
- * payment again for the same resource until `retryUntil` (the window starts at the first failure and is not
- * extended). Published once per failed attempt (`attempt` counts the presentations of the payment, from 1), in
- * the transaction that marked the gateway's claim retryable. The gateway's closing pass also publishes it, as a
- * `timeout`, for a call that got no answer in time and never will: left in flight by a replica that died, or paid
- * (settled after its caller stopped waiting) and never presented again, so the seller's API was never called.
+ * A paid call's forward to the seller failed: the buyer may present the same payment again until `retryUntil`
+ * (counted from the first failure, never extended). Once per failed attempt; the gateway's closing pass also
+ * publishes a `timeout` for a call left in flight (a dead replica) or paid and never presented again.
  */
 export const PaymentCallFailed = Type.Object(
   {
@@ -71,7 +64,6 @@ export const PaymentCallFailed = Type.Object(
     skillId: Nullable(Id),
     attempt: Type.Integer({ minimum: 1 }),
     upstreamOutcome: UpstreamOutcome,
-    /** The seller's status for `error_status`; null otherwise. */
     upstreamStatus: Nullable(Type.Integer({ minimum: 500, maximum: 599 })),
     failedAt: IsoTime,
     retryUntil: IsoTime,
@@ -79,10 +71,7 @@ export const PaymentCallFailed = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * A paid call that failed before (payment.call_failed) was served on a retry within its window. Only published
- * after a failure: a payment is served unless told otherwise, so every other call costs no event.
- */
+/** A paid call that failed before was served on a retry (only after a failure: served is the default). */
 export const PaymentCallRecovered = Type.Object(
   {
     paymentId: Id,
@@ -95,15 +84,13 @@ export const PaymentCallRecovered = Type.Object(
 );
 
 /**
- * A paid pay-per-call whose seller failed (payment.call_failed) and whose retry window closed with no attempt
- * served: the gateway will serve nothing more for this payment. Published once per payment, in the transaction
- * that made the claim final (no retry can take it over afterwards). The ledger decides the refund.
+ * A failed paid call's retry window closed with no attempt served: once per payment, in the transaction that made
+ * the claim final (no retry can take it over after it). The ledger decides the refund.
  */
 export const PaymentCallUnserved = Type.Object(
   {
     paymentId: Id,
     sellerId: Id,
-    /** The presentations of the payment the gateway counted. */
     attempts: Type.Integer({ minimum: 1 }),
     retryUntil: IsoTime,
     closedAt: IsoTime,

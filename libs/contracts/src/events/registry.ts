@@ -38,10 +38,7 @@ export const SkillEndpointSnapshot = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * The whole serving-relevant state of a skill after any change. Consumers keep projections keyed by skillId
- * and ignore a snapshot whose revision is not newer than the one they hold (redelivery, reordering).
- */
+/** A skill's serving state; consumers ignore a snapshot whose revision is not newer than theirs (redelivery). */
 export const SkillUpdated = Type.Object(
   {
     skillId: Id,
@@ -65,9 +62,8 @@ export const SkillUpdated = Type.Object(
 );
 
 /**
- * How a seller's checkout sessions are told apart. `amount` (the default, as the specification describes): each
- * session gets a unique exact amount (price + a sub-cent suffix) on the one checkout wallet. `deposit_address`: each
- * session gets its own deposit address at exactly its price, for buyers whose exchange cannot send an odd amount.
+ * How checkout sessions are told apart: a unique exact amount on the shared wallet (`amount`, the default), or a
+ * deposit address of its own at exactly the price (for buyers whose exchange cannot send an odd amount).
  */
 export const CHECKOUT_MATCHING_MODES = ['amount', 'deposit_address'] as const;
 export type CheckoutMatchingMode = (typeof CHECKOUT_MATCHING_MODES)[number];
@@ -79,10 +75,7 @@ export const SettlementFrequency = Type.Union([
   Type.Literal('MONTHLY'),
 ]);
 
-/**
- * A seller's public settings after any change. The webhook signing secret never travels on the bus:
- * notifier asks the registry for it by request-reply when `webhookSecretVersion` changes.
- */
+/** A seller's public settings; the webhook secret never travels on the bus (registry.webhook_secret). */
 export const SellerUpdated = Type.Object(
   {
     sellerId: Id,
@@ -95,7 +88,7 @@ export const SellerUpdated = Type.Object(
     webhookSecretVersion: Type.Integer({ minimum: 0 }),
     settlementFrequency: SettlementFrequency,
     minimumSettlement: UsdcAmount,
-    /** Absent (a registry from before the setting): `amount`. */
+    /** Absent: `amount`. */
     checkoutMatching: Type.Optional(CheckoutMatching),
     updatedAt: IsoTime,
   },
@@ -103,9 +96,8 @@ export const SellerUpdated = Type.Object(
 );
 
 /**
- * The seller asked (with a fresh signature by its account wallet) to send its payouts to a new address. Sent as
- * a webhook so the seller hears of a change it did not make; settlement keeps paying `currentPayoutAddress`
- * until `effectiveAt` (PAYOUT_ADDRESS_DELAY), when seller.updated carries the new address.
+ * The account wallet signed a new payout address: a webhook, so the seller hears of a change it did not make;
+ * payouts go to `currentPayoutAddress` until `effectiveAt`, when seller.updated carries the new one.
  */
 export const PayoutAddressChangeRequested = Type.Object(
   {

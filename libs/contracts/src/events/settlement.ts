@@ -2,11 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
 import { RefundKind } from './escrow-ledger';
 
-/**
- * The webhook's documented fields (event, transactionId, refundTxHash, amount) plus routing ids. `kind` as in refund.initiated
- * (absent = payment); a refund of an unmatched transfer has no transaction and no seller (both null), so no
- * seller is notified of it.
- */
+/** The webhook's fields plus routing ids; `kind` as in refund.initiated (no seller is notified without sellerId). */
 export const RefundCompleted = Type.Object(
   {
     event: Type.Literal('refund.completed'),
@@ -33,10 +29,7 @@ export const SettlementCompleted = Type.Object(
   { additionalProperties: false },
 );
 
-/**
- * The platform's revenue (its 5% fees) was paid out of escrow to the treasury address, confirmed on chain. The
- * ledger books it out of the reservation it made for `payoutId` (`ledger.reserve_platform_payout`).
- */
+/** The platform's fees paid to the treasury, booked by the ledger out of its reservation for `payoutId`. */
 export const PlatformPayoutCompleted = Type.Object(
   {
     payoutId: Id,

@@ -4,9 +4,8 @@ import { PaymentSource } from '../events/payments';
 import { Address, Id, IsoTime, NetworkName, Nullable, UsdcAmount } from '../primitives';
 
 /**
- * What a claim pays for, booked by the ledger in the claim's own transaction: the transfer's amount from suspense
- * into the seller's hold (95%) and the platform's (5%), and `payment.confirmed` (these fields with the claim's
- * chainId, txHash, logIndex, payer, amount and the ledger's confirmedAt) published through the ledger's outbox.
+ * What a claim pays for, booked in the claim's own transaction: the amount from suspense into the seller's hold
+ * (95%) and the platform's (5%), and `payment.confirmed` through the ledger's outbox.
  */
 export const PaymentToBook = Type.Object(
   {
@@ -26,35 +25,27 @@ export const PaymentToBook = Type.Object(
 );
 
 /**
- * `ledger.claim_transfer`: spend an on-chain transfer on one thing, and book what it pays for. The first claim of a
- * transfer (chainId, txHash, logIndex) wins, whatever path claims it and on every replica (a unique row in the
- * ledger); with a `payment`, the claim, the payment's booking and its `payment.confirmed` are one ledger
- * transaction, answered once. A repeated claim with the same payment path (`claimedVia`) and reference is answered
- * ok again with the payment booked the first time, never booking again (retries, a subscription's re-use, a
- * redelivered event, two replicas asking at once); any other is refused with who holds it.
+ * `ledger.claim_transfer`: the first claim of a transfer (chainId, txHash, logIndex) wins, on every replica (a
+ * unique row), in one transaction with its payment's booking. A repeat with the same `claimedVia` and reference is
+ * answered ok with the first booking, never booking again; any other claim is refused with who holds it.
  */
 export const ClaimTransferRequest = Type.Object(
   {
     ...TransferClaimFields,
     /**
-     * `claimedVia: 'operator_refund'` only: the underpaid checkout session whose claim (`checkout`, this session
-     * id) holds the transfer without a payment. The refund takes that claim over, unless a payment of the
-     * transfer is booked (then it is refused as `claimed_elsewhere`, as any refund of a paid transfer is).
+     * `operator_refund` only: the underpaid session whose paymentless claim the refund takes over (refused as
+     * `claimed_elsewhere` when a payment of the transfer is booked).
      */
     underpaidSessionId: Type.Optional(Id),
-    /**
-     * The payment to book with the claim (x402, verify, a paid checkout session). Absent for a claim that pays for
-     * nothing the ledger books: an operator refund, an underpaid checkout session.
-     */
+    /** Absent for a claim that books nothing: an operator refund, an underpaid checkout session. */
     payment: Type.Optional(PaymentToBook),
   },
   { additionalProperties: false },
 );
 
 /**
- * Whether a claim request may take over the claim that holds a transfer: only an operator refund naming the
- * underpaid checkout session that holds it (the caller still refuses when a payment of the transfer is booked).
- * One rule for the ledger and for the in-memory responder of tests.
+ * Whether a claim may take over the one holding a transfer: only an operator refund naming the underpaid session
+ * that holds it (the caller still refuses when a payment is booked). Shared by the ledger and the tests' responder.
  */
 export function refundTakesOverClaim(
   held: { claimedVia: string; reference: string },
@@ -73,13 +64,12 @@ export const ClaimTransferReply = Type.Union([
     {
       ok: Type.Literal(true),
       claimId: Id,
-      /** false when this payment path and reference already held the claim (an idempotent repeat). */
+      /** false on an idempotent repeat. */
       fresh: Type.Boolean(),
       claimedAt: IsoTime,
       /**
-       * The payment booked with this claim (the first request's, on a repeat) and its ledger transaction. The
-       * transaction is absent while the payment is parked (its transfer reorged away: booked when mined again) or
-       * was refused as a conflict for an operator; both absent for a claim that books nothing.
+       * The payment booked with the claim (the first request's) and its transaction; the transaction is absent
+       * while the payment is parked (reorged away) or refused as a conflict for an operator.
        */
       paymentId: Type.Optional(Id),
       transactionId: Type.Optional(Id),
@@ -91,7 +81,6 @@ export const ClaimTransferReply = Type.Union([
       ok: Type.Literal(false),
       reason: Type.Literal('claimed_elsewhere'),
       message: Type.String(),
-      /** The payment path holding the claim. */
       claimedBy: Type.Object({ claimedVia: ClaimedVia, claimedAt: IsoTime }, { additionalProperties: false }),
     },
     { additionalProperties: false },
@@ -99,7 +88,7 @@ export const ClaimTransferReply = Type.Union([
   Type.Object(
     {
       ok: Type.Literal(false),
-      /** Operator refunds only: the ledger's books say the money is not there as requested. */
+      /** Operator refunds only: the ledger's books differ from the request. */
       reason: Type.Union([
         Type.Literal('transfer_reorged'),
         Type.Literal('amount_differs'),

@@ -1,7 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import type { ServiceName } from '../subjects';
-import { ajv } from '../validation';
+import { ajv, describeErrors } from '../validation';
 import { ClaimTransferReply, ClaimTransferRequest } from './escrow-ledger';
 import {
   ForwardingKeyReply,
@@ -20,7 +20,6 @@ import {
   RelayerSubmitRequest,
 } from './settlement';
 
-// The package's public names from the schema files, listed: what is not here stays inside the package.
 export { refundTakesOverClaim } from './escrow-ledger';
 export { API_KEY_PATTERN, PUBLISHABLE_KEY_PATTERN, SESSION_TOKEN_PATTERN } from './registry';
 export {
@@ -36,21 +35,14 @@ interface RpcDefinition {
   responder: ServiceName;
   /** The services that call it; only their NATS users may publish to the subject. */
   requesters: readonly ServiceName[];
-  /**
-   * Reply fields that are secrets: they travel sealed to a one-time X25519 key of the requester (`@paygate/bus`
-   * seals and opens them), so whoever can read the reply inbox learns nothing. Validated in clear at both ends.
-   */
+  /** Secret reply fields: sealed to a one-time X25519 key of the requester (`@paygate/bus`), validated in clear. */
   sealedReplyFields?: readonly string[];
   request: TSchema;
   reply: TSchema;
   description: string;
 }
 
-/**
- * Request-reply calls over NATS (subject `rpc.<namespace>.<name>`), declared once: the requester validates its
- * request and the reply, the responder validates the request and its reply, both against these schemas.
- * `@paygate/bus` serves them with the NATS service API (serveRpcs) and calls them with requestRpc.
- */
+/** Request-reply calls over NATS (`rpc.<namespace>.<name>`): both ends validate request and reply against these. */
 export const RPCS = {
   'ledger.claim_transfer': {
     responder: 'escrow-ledger',
@@ -120,32 +112,22 @@ export class RpcValidationError extends Error {
     readonly part: 'request' | 'reply',
     readonly errors: ErrorObject[],
   ) {
-    super(
-      `invalid ${rpc} ${part}: ${errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ')}`,
-    );
+    super(`invalid ${rpc} ${part}: ${describeErrors(errors)}`);
     this.name = 'RpcValidationError';
   }
 }
 
-const validators = new Map<string, ValidateFunction>();
-function validatorFor(name: RpcName, part: 'request' | 'reply'): ValidateFunction {
-  const key = `${name}:${part}`;
-  let validator = validators.get(key);
-  if (!validator) {
-    validator = ajv.compile(RPCS[name][part]);
-    validators.set(key, validator);
-  }
-  return validator;
+function validate(name: RpcName, part: 'request' | 'reply', value: unknown): void {
+  const validator = ajv.compile(RPCS[name][part]);
+  if (!validator(value)) throw new RpcValidationError(name, part, validator.errors ?? []);
 }
 
 export function validateRpcRequest<N extends RpcName>(name: N, value: unknown): RpcRequest<N> {
-  const validator = validatorFor(name, 'request');
-  if (!validator(value)) throw new RpcValidationError(name, 'request', validator.errors ?? []);
+  validate(name, 'request', value);
   return value as RpcRequest<N>;
 }
 
 export function validateRpcReply<N extends RpcName>(name: N, value: unknown): RpcReply<N> {
-  const validator = validatorFor(name, 'reply');
-  if (!validator(value)) throw new RpcValidationError(name, 'reply', validator.errors ?? []);
+  validate(name, 'reply', value);
   return value as RpcReply<N>;
 }

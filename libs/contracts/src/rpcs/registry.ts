@@ -1,18 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import { Address, Id } from '../primitives';
 
-/**
- * Request-reply with the registry. The API key travels over NATS inside the cluster (TLS in production); the
- * registry hashes it and compares hashes, never storing it in clear.
- */
-
-/** A seller's secret key as written in `Authorization: Bearer sk_…`. */
+/** A seller's secret key as written in `Authorization: Bearer sk_…` (the registry compares hashes only). */
 export const API_KEY_PATTERN = /^sk_[A-Za-z0-9_-]{16,128}$/;
 export const PUBLISHABLE_KEY_PATTERN = /^pk_[A-Za-z0-9_-]{16,128}$/;
-/**
- * The shape of a dashboard session token (the registry's HS256 JWT from Sign-In with Ethereum). The seller
- * dashboard calls every seller API with it, so the browser never has to hold the sk_ key.
- */
+/** A dashboard session token (the registry's HS256 JWT), so the browser never has to hold the sk_ key. */
 export const SESSION_TOKEN_PATTERN = /^[A-Za-z0-9_-]{8,1024}\.[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{16,512}$/;
 
 /** `registry.resolve_api_key`: who holds this secret key, or which seller this valid session token names. */
@@ -44,7 +36,6 @@ export const ResolveApiKeyReply = Type.Union([
   ),
 ]);
 
-/** `registry.webhook_secret`: the seller's webhook signing secret (notifier signs with it; never in events). */
 export const WebhookSecretRequest = Type.Object({ sellerId: Id }, { additionalProperties: false });
 
 export const WebhookSecretReply = Type.Union([
@@ -56,12 +47,8 @@ export const WebhookSecretReply = Type.Union([
 ]);
 
 /**
- * `registry.forwarding_key`: the key the gateway signs a seller's forwarded requests with (HMAC-SHA256), derived
- * from the seller's current secret API key (`forwardingKeyFromApiKey` in @paygate/agent-client), so the seller's
- * origin checks it with the key it already holds. `ok: false` for an account whose secret key predates
- * forwarding keys (the gateway signs its requests with ES256 until the key is rotated). During a key rotation's
- * overlap (KEY_ROTATION_OVERLAP) `previousKey` is the old key's, valid until `previousKeyExpiresAt`: the gateway
- * signs with both, so the seller's origin passes whichever key it holds.
+ * `registry.forwarding_key`: `ok: false` for an account whose secret key predates forwarding keys (ES256 then).
+ * During a key rotation's overlap `previousKey` is the old key's: the gateway signs with both.
  */
 export const ForwardingKeyRequest = Type.Object({ sellerId: Id }, { additionalProperties: false });
 

@@ -1,12 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { Address, TxHash } from '../primitives';
 
-/**
- * Request-reply with settlement's relayer: the gas-only key that submits EIP-3009 `transferWithAuthorization`
- * for x402 payments (gateway-proxy asks; settlement, the only service that signs transactions, answers).
- * Declared in RPCS as `relayer.submit_authorization` and `relayer.status`.
- */
-
 const Bytes32 = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
 const UintString = Type.String({ pattern: '^(0|[1-9][0-9]{0,77})$' });
 
@@ -39,10 +33,8 @@ export const RelayerSubmitRequest = Type.Object(
 export type RelayerSubmitRequest = Static<typeof RelayerSubmitRequest>;
 
 /**
- * - `confirmed`: the authorization was executed on chain (by us, or `usedElsewhere` by another submitter), the
- *   transfer's tx hash, block and log index given;
- * - `submitted`: broadcast, no receipt yet within waitForReceiptMs (ask again with the same request);
- * - refused with a reason that maps to x402's error codes (nothing was sent).
+ * `confirmed`: executed on chain (by us, or `usedElsewhere`); `submitted`: no receipt within waitForReceiptMs (ask
+ * again with the same request); refused: nothing was sent, the reason maps to x402's error codes.
  */
 export const RelayerSubmitReply = Type.Union([
   Type.Object({
@@ -99,16 +91,12 @@ export const RelayerStatusReply = Type.Object({
 });
 export type RelayerStatusReply = Static<typeof RelayerStatusReply>;
 
-/** Reconciliation asks which session deposit addresses may still hold USDC the ledger counts as escrow. */
 export const DepositHoldingsRequest = Type.Object(
   { limit: Type.Integer({ minimum: 1, maximum: 10_000 }) },
   { additionalProperties: false },
 );
 
-/**
- * Every deposit address that received money and was not yet seen empty after a sweep (at most `limit`; `truncated`
- * when there are more). The ledger reads their balances on chain itself and adds them to the escrow wallets'.
- */
+/** At most `limit` addresses; the ledger reads their balances on chain itself. */
 export const DepositHoldingsReply = Type.Object(
   {
     addresses: Type.Array(Address, { maxItems: 10_000 }),
