@@ -1,12 +1,10 @@
 export { addressOfPrivateKey, addressToTopic, formatAddress, sameAddress, topicToAddress } from './address';
 export { getTransferLogs, isRangeTooLargeError, type LogsProvider } from './logs';
 export {
-  DEFAULT_NETWORK_NAME,
   isNetworkName,
   type NetworkName,
   networkByChainId,
   networkByName,
-  networkFromEnv,
   networks,
   resolveUsdcAddress,
 } from './networks';

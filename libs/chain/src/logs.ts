@@ -14,13 +14,11 @@ export interface LogsProvider {
 }
 
 interface GetTransferLogsOptions {
-  /** Token contract whose Transfer events to read. */
   token: string;
-  /** Recipient(s) to filter on (3rd topic); omit for every Transfer of the token. */
+  /** Omit for every Transfer of the token. */
   to?: string | readonly string[];
   fromBlock: number;
   toBlock: number;
-  /** Largest block span per eth_getLogs call (inclusive count of blocks). */
   maxRangeBlocks: number;
 }
 
@@ -57,9 +55,8 @@ function collectErrorTexts(error: unknown): string[] {
 }
 
 /**
- * True when an RPC refused an eth_getLogs call because the block range or result set is too large,
- * as opposed to a transport failure, rate limit or bad request (which shrinking the range would not fix).
- * JSON-RPC codes vary by provider (-32005 Infura/QuickNode, -32600/-32602 Alchemy, -32000 geth); the text decides.
+ * True when an RPC refused eth_getLogs for too large a range or result (not a failure shrinking would not fix).
+ * JSON-RPC codes vary by provider; the text decides.
  */
 export function isRangeTooLargeError(error: unknown): boolean {
   return collectErrorTexts(error).some(
@@ -70,9 +67,8 @@ export function isRangeTooLargeError(error: unknown): boolean {
 }
 
 /**
- * Reads ERC-20 Transfer logs of `token` (optionally to `to`) in [fromBlock, toBlock], in chunks of at most
- * maxRangeBlocks. When the RPC refuses a chunk as too large, the chunk is halved and retried; a refused
- * single-block query is rethrown. Returns decoded transfers sorted by (blockNumber, logIndex).
+ * ERC-20 Transfer logs of `token` (optionally to `to`) in [fromBlock, toBlock], sorted, in chunks of at most
+ * maxRangeBlocks: a chunk refused as too large is halved and retried.
  */
 export async function getTransferLogs(
   provider: LogsProvider,

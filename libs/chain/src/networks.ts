@@ -5,23 +5,17 @@ export type NetworkName = 'base' | 'base-sepolia' | 'local';
 interface ChainNetwork {
   name: NetworkName;
   chainId: number;
-  /** Checksummed USDC contract address; null for `local`, where TestUSDC is deployed per run and comes from config. */
+  /** null for `local`, where TestUSDC is deployed per run and comes from config. */
   usdcAddress: string | null;
-  /** EIP-712 domain name of the USDC contract (Circle's Base Sepolia deployment uses "USDC", mainnet "USD Coin"). */
+  /** USDC's EIP-712 domain (Circle's Base Sepolia deployment says "USDC", mainnet "USD Coin"). */
   usdcEip712Name: string;
-  /** EIP-712 domain version of the USDC contract (FiatToken v2.2 answers "2" to `version()`). */
   usdcEip712Version: string;
-  /** x402 v2's CAIP-2 name of the chain (`eip155:<chainId>`). */
   caip2: string;
   /**
-   * Confirmations a payment needs by default (its own block counts as one): the services' CONFIRMATIONS
-   * unless set. Base's sequencer orders blocks within ~2 s and a reorg past a few blocks needs an L1 reorg.
+   * Default CONFIRMATIONS (its own block counts as one): Base's sequencer orders blocks within ~2 s and a reorg
+   * past a few blocks needs an L1 reorg.
    */
   confirmations: number;
-  /** Expected time between blocks, for polling and confirmation-time estimates. */
-  blockTimeMs: number;
-  /** Block explorer base URL, null when there is none. */
-  explorerUrl: string | null;
 }
 
 export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = Object.freeze({
@@ -33,8 +27,6 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     usdcEip712Version: '2',
     caip2: 'eip155:8453',
     confirmations: 3,
-    blockTimeMs: 2000,
-    explorerUrl: 'https://basescan.org',
   }),
   'base-sepolia': Object.freeze({
     name: 'base-sepolia',
@@ -44,8 +36,6 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     usdcEip712Version: '2',
     caip2: 'eip155:84532',
     confirmations: 3,
-    blockTimeMs: 2000,
-    explorerUrl: 'https://sepolia.basescan.org',
   }),
   local: Object.freeze({
     name: 'local',
@@ -56,27 +46,10 @@ export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = O
     usdcEip712Version: '2',
     caip2: 'eip155:31337',
     confirmations: 1,
-    blockTimeMs: 1000,
-    explorerUrl: null,
   }),
 });
 
 const NETWORK_NAMES = Object.keys(networks) as NetworkName[];
-
-/** CHAIN_NETWORK when unset: the local development chain of `make dev` and the tests. */
-export const DEFAULT_NETWORK_NAME: NetworkName = 'local';
-
-/**
- * The network CHAIN_NETWORK names (the one switch between the local chain, Base Sepolia and Base mainnet), or the
- * default when it is unset or empty. Throws naming the variable and the accepted names otherwise.
- */
-export function networkFromEnv(env: Readonly<Record<string, string | undefined>>): Readonly<ChainNetwork> {
-  const name = env.CHAIN_NETWORK?.trim() || DEFAULT_NETWORK_NAME;
-  if (!isNetworkName(name)) {
-    throw new Error(`CHAIN_NETWORK: must be one of ${NETWORK_NAMES.join(', ')} (got "${name}")`);
-  }
-  return networks[name];
-}
 
 export function isNetworkName(name: string): name is NetworkName {
   return Object.hasOwn(networks, name);

@@ -1,5 +1,6 @@
 import {
   FetchRequest,
+  type FetchResponse,
   type JsonRpcError,
   type JsonRpcPayload,
   JsonRpcProvider,
@@ -9,15 +10,13 @@ import {
 } from 'ethers';
 
 /**
- * A JsonRpcProvider that sends each call at once, one request per call. ethers queues every call behind a drain
- * timer (a `setTimeout`, at least 1 ms, even when it batches nothing): on the paths measured in milliseconds (a
- * relayer answering after a head, the gateway's reads before a payment) that was up to a tenth of the work. No
- * batching keeps each call's errors and timeout its own; the node's errors still become ethers' errors.
+ * A JsonRpcProvider that sends each call at once: ethers queues every call behind a drain timer (at least 1 ms,
+ * even when it batches nothing), up to a tenth of the work on millisecond paths.
  */
 class PromptJsonRpcProvider extends JsonRpcProvider {
   #nextId = 1;
 
-  /** Every call's error without the RPC URL's secret parts (ethers puts the URL into a failed call's error). */
+  /** Errors without the RPC URL's secret parts (ethers puts the URL into a failed call's error). */
   override async _send(payload: JsonRpcPayload | Array<JsonRpcPayload>): Promise<Array<JsonRpcResult>> {
     try {
       return await super._send(payload);
@@ -39,11 +38,7 @@ class PromptJsonRpcProvider extends JsonRpcProvider {
   }
 }
 
-/**
- * An RPC URL as a log line or an error may show it: scheme, host and port. Hosted providers put the API key into
- * the path or the query (`https://base-mainnet.g.alchemy.com/v2/<key>`, `…/v3/<key>`, `?apikey=`), and a URL may
- * carry a user and password: those parts read `[redacted]`.
- */
+/** An RPC URL as a log may show it: scheme, host and port; path, query and credentials (API keys) are redacted. */
 export function rpcUrlForLogs(rpcUrl: string): string {
   let url: URL;
   try {
@@ -55,7 +50,6 @@ export function rpcUrlForLogs(rpcUrl: string): string {
   return secretParts ? `${url.protocol}//${url.host}/[redacted]` : `${url.protocol}//${url.host}`;
 }
 
-/** The error with every copy of the RPC URL in its message and ethers' `info.requestUrl` shown as rpcUrlForLogs. */
 function withoutRpcUrl(error: unknown, rpcUrl: string): unknown {
   if (typeof error !== 'object' || error === null) return error;
   const shown = rpcUrlForLogs(rpcUrl);
@@ -69,17 +63,10 @@ function withoutRpcUrl(error: unknown, rpcUrl: string): unknown {
 interface MakeProviderOptions {
   /** Per-request timeout of every JSON-RPC call. */
   timeoutMs: number;
-  /**
-   * The chain the RPC serves. When given, the provider never probes the network (no eth_chainId at start).
-   * When omitted, ethers asks eth_chainId once and then caches it (retrying every second while the RPC is down).
-   */
+  /** When given, the provider never probes the network; else ethers asks eth_chainId once and caches it. */
   chainId?: number;
-  /** How often block/event subscriptions poll. */
   pollingIntervalMs?: number;
-  /**
-   * How long ethers shares the answer of an identical read (eth_getTransactionCount, eth_blockNumber, eth_call…).
-   * Off (-1) by default: a stale nonce or block number right after a send is a bug source, not an optimisation.
-   */
+  /** How long ethers shares an identical read's answer; off (-1) by default: a stale nonce after a send is a bug. */
   cacheTimeoutMs?: number;
 }
 
@@ -89,20 +76,17 @@ export function makeProvider(rpcUrl: string, options: MakeProviderOptions): Json
   const request = new FetchRequest(rpcUrl);
   request.timeout = options.timeoutMs;
   const network = options.chainId === undefined ? undefined : Network.from(options.chainId);
-  const provider = new PromptJsonRpcProvider(request, network, {
+  return new PromptJsonRpcProvider(request, network, {
     staticNetwork: network ?? true,
     batchMaxCount: 1,
     pollingInterval: options.pollingIntervalMs ?? 1000,
     cacheTimeout: options.cacheTimeoutMs ?? -1,
   });
-  return provider;
 }
 
 /**
- * A service's readiness on its chain RPC: the RPC answers, and serves the chain CHAIN_NETWORK names. An RPC of
- * another chain (a Base mainnet URL under CHAIN_NETWORK=base-sepolia) answered every read while every payment
- * challenged, every log read and every transaction signed was for the configured chain: nothing could ever match
- * or be sent, and nothing said why. Such a service is never ready, and /readyz names both chain ids.
+ * A service's readiness on its chain RPC: it answers and serves the chain CHAIN_NETWORK names (an RPC of another
+ * chain answers every read, yet nothing could ever match or be sent).
  */
 export async function checkChainRpc(provider: JsonRpcProvider, chainId: number): Promise<void> {
   if (servedChainIds.get(provider) === chainId) {
@@ -119,7 +103,7 @@ export async function checkChainRpc(provider: JsonRpcProvider, chainId: number):
   servedChainIds.set(provider, servedChainId);
 }
 
-/** The chain id each provider's RPC answered: a URL's chain does not change under a running service. */
+/** A URL's chain does not change under a running service. */
 const servedChainIds = new WeakMap<JsonRpcProvider, number>();
 
 /** Asks an RPC for its chain id with a bounded timeout (no ethers provider, no retries). */
@@ -128,10 +112,9 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
   request.timeout = options.timeoutMs;
   request.setHeader('content-type', 'application/json');
   request.body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] });
-  const response = await request.send().catch((error) => {
-    throw withoutRpcUrl(error, rpcUrl);
-  });
+  let response: FetchResponse;
   try {
+    response = await request.send();
     response.assertOk();
   } catch (error) {
     throw withoutRpcUrl(error, rpcUrl);
@@ -144,9 +127,8 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
 }
 
 /**
- * Sends exact signed bytes. Resolves when the node accepted them or already knows the transaction (a
- * rebroadcast after a crash, "already known", "nonce too low" once our own transaction was mined): the node's
- * view of the hash decides. Throws when the node refused them and does not know the transaction.
+ * Sends exact signed bytes; resolves when the node accepted them or already knows the transaction (a rebroadcast:
+ * "already known", "nonce too low" once mined), throws when it refused them and does not know it.
  */
 export async function broadcastSignedTransaction(
   provider: JsonRpcProvider,

@@ -12,7 +12,6 @@ import {
   type TypedDataField,
 } from 'ethers';
 
-/** libsecp256k1's public-key recovery, as the `secp256k1` package's native binding exposes it. */
 interface NativeSecp256k1 {
   ecdsaRecover(
     signature: Uint8Array,
@@ -23,10 +22,8 @@ interface NativeSecp256k1 {
 }
 
 /**
- * Server-side only (`@paygate/chain/signatures`, outside the package's index: browser bundles import the index).
- * libsecp256k1 (C, through the `secp256k1` package's prebuilt N-API binding) recovers a signer in about 0.16 ms where
- * ethers' JavaScript curve takes 4.7 ms on a 2-core host: on the gateway that was a third of a fresh payment's own
- * work. Only the binding is loaded (not the package's pure-JS fallback): where it cannot load, ethers recovers.
+ * Server-side only (outside the index, which browser bundles import). libsecp256k1's N-API binding recovers a
+ * signer in about 0.16 ms where ethers' JavaScript takes 4.7 ms; where it cannot load, ethers recovers.
  */
 function loadNative(): NativeSecp256k1 | undefined {
   try {
@@ -40,11 +37,7 @@ const native = loadNative();
 /** Which implementation recovers signers in this process (a service logs it once at start-up). */
 export const SIGNATURE_RECOVERY: 'libsecp256k1' | 'ethers' = native ? 'libsecp256k1' : 'ethers';
 
-/**
- * The address whose key signed `digest` (32 bytes), exactly as ethers' `recoverAddress` answers: the signature is
- * parsed by ethers (65 bytes with v 27/28 or 0/1, or EIP-2098's 64; a malformed one throws), only the curve
- * arithmetic is libsecp256k1's.
- */
+/** Exactly ethers' `recoverAddress`: ethers parses the signature, only the curve arithmetic is libsecp256k1's. */
 export function recoverDigestSigner(digest: string, signature: SignatureLike): string {
   if (!native) return recoverAddress(digest, signature);
   const parsed = Signature.from(signature);

@@ -82,11 +82,9 @@ export interface LogLike {
 }
 
 export interface TransferLog {
-  /** Checksummed token contract address. */
+  /** Addresses checksummed. */
   token: string;
-  /** Checksummed sender. */
   from: string;
-  /** Checksummed recipient. */
   to: string;
   amountMicro: bigint;
   txHash: string;
@@ -102,10 +100,7 @@ function toNumber(value: number | string | bigint | undefined, field: string): n
   return parsed;
 }
 
-/**
- * Decodes an ERC-20 Transfer log. Returns null for any other log, including ERC-721 Transfers
- * (4 topics) and logs whose data is not a single uint256.
- */
+/** An ERC-20 Transfer log decoded; null for any other log (an ERC-721 Transfer has 4 topics). */
 export function decodeTransferLog(log: LogLike): TransferLog | null {
   const [topic0, fromTopic, toTopic] = log.topics;
   if (log.topics.length !== 3 || topic0?.toLowerCase() !== TRANSFER_TOPIC || !fromTopic || !toTopic)

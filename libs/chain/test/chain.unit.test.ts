@@ -2,7 +2,6 @@ import { Interface, makeError, zeroPadValue } from 'ethers';
 import {
   addressOfPrivateKey,
   addressToTopic,
-  DEFAULT_NETWORK_NAME,
   decodeTransferLog,
   eip681TransferUri,
   formatAddress,
@@ -12,7 +11,6 @@ import {
   type LogsProvider,
   networkByChainId,
   networkByName,
-  networkFromEnv,
   networks,
   rpcUrlForLogs,
   TRANSFER_TOPIC,
@@ -99,16 +97,6 @@ describe('network presets and the CHAIN_NETWORK switch', () => {
       expect(network.caip2).toBe(`eip155:${network.chainId}`);
       expect(Object.isFrozen(network)).toBe(true);
     }
-  });
-
-  it('CHAIN_NETWORK picks the preset; unset means the local chain; anything else is refused by name', () => {
-    expect(networkFromEnv({ CHAIN_NETWORK: 'base-sepolia' }).chainId).toBe(84532);
-    expect(networkFromEnv({ CHAIN_NETWORK: ' base ' }).chainId).toBe(8453);
-    expect(networkFromEnv({}).name).toBe(DEFAULT_NETWORK_NAME);
-    expect(networkFromEnv({ CHAIN_NETWORK: '' }).name).toBe('local');
-    expect(() => networkFromEnv({ CHAIN_NETWORK: 'base-mainnet' })).toThrow(
-      'CHAIN_NETWORK: must be one of base, base-sepolia, local (got "base-mainnet")',
-    );
   });
 
   it("builds each network's USDC EIP-712 domain from the preset", () => {

@@ -1,8 +1,7 @@
 /**
- * x402's MCP transport: the payment travels in the tool call's `_meta["x402/payment"]`, the settlement in the
- * result's `_meta["x402/payment-response"]`, and a call that must be paid gets a tool result with `isError`, the
- * PaymentRequired in `structuredContent` and the same object as JSON in `content[0].text` (x402's MCP transport:
- * a client that cannot read structured content finds `accepts` in the text).
+ * x402's MCP transport: the payment in the call's `_meta["x402/payment"]`, the settlement in the result's
+ * `_meta["x402/payment-response"]`; a call to pay gets an `isError` result with the PaymentRequired in
+ * `structuredContent` and again as JSON in `content[0].text` (for clients that cannot read structured content).
  */
 export const MCP_PAYMENT_META = 'x402/payment';
 export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
@@ -25,7 +24,7 @@ export interface McpPaymentRequired {
   accepts: ExactRequirements[];
 }
 
-/** A tool result, as @modelcontextprotocol/sdk's CallToolResult (kept structural: any SDK 1.x version fits). */
+/** @modelcontextprotocol/sdk's CallToolResult, structurally (any SDK 1.x version fits). */
 export interface ToolResult {
   content: Array<{ type: string; [key: string]: unknown }>;
   isError?: boolean;
@@ -40,6 +39,13 @@ const isPaymentRequired = (value: unknown): value is McpPaymentRequired =>
   (value as { x402Version?: unknown }).x402Version === 2 &&
   Array.isArray((value as { accepts?: unknown }).accepts);
 
+/** The PaymentRequired itself, or inside an `{"x402/error": {data}}` wrapper (some servers send one). */
+function unwrapPaymentRequired(value: unknown): McpPaymentRequired | undefined {
+  if (isPaymentRequired(value)) return value;
+  const data = (value as { 'x402/error'?: { data?: unknown } } | null | undefined)?.['x402/error']?.data;
+  return isPaymentRequired(data) ? data : undefined;
+}
+
 /** The tool result that asks for a payment (`extra`: more fields beside the requirements, e.g. a failed settlement). */
 export function paymentRequiredResult(
   required: McpPaymentRequired,
@@ -53,24 +59,16 @@ export function paymentRequiredResult(
   };
 }
 
-/**
- * The PaymentRequired a tool result carries, in x402's order: `structuredContent`, then the JSON of
- * `content[0].text`; also inside an `{"x402/error": {data}}` wrapper, which some other servers send.
- */
+/** A result's PaymentRequired, in x402's order: `structuredContent`, then the JSON of `content[0].text`. */
 export function paymentRequiredOf(result: unknown): McpPaymentRequired | undefined {
   const r = result as { isError?: boolean; structuredContent?: unknown; content?: Array<{ text?: unknown }> };
   if (r?.isError !== true) return undefined;
-  if (isPaymentRequired(r.structuredContent)) return r.structuredContent;
-  const wrapped = (r.structuredContent as { 'x402/error'?: { data?: unknown } } | undefined)?.['x402/error']
-    ?.data;
-  if (isPaymentRequired(wrapped)) return wrapped;
+  const structured = unwrapPaymentRequired(r.structuredContent);
+  if (structured) return structured;
   const text = r.content?.[0]?.text;
   if (typeof text !== 'string') return undefined;
   try {
-    const parsed = JSON.parse(text) as unknown;
-    if (isPaymentRequired(parsed)) return parsed;
-    const data = (parsed as { 'x402/error'?: { data?: unknown } })?.['x402/error']?.data;
-    return isPaymentRequired(data) ? data : undefined;
+    return unwrapPaymentRequired(JSON.parse(text));
   } catch {
     return undefined;
   }

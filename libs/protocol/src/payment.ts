@@ -1,11 +1,9 @@
 import { getAddress, type Signer, verifyMessage } from 'ethers';
+import { encodeX402Header } from './x402';
 
-/**
- * The x402 wire protocol shared by Paygate's gateway, its seller middleware and agents. Defined once, here:
- * header names, the payment header's JSON, the message the payer signs, and the 402 body an agent reads.
- */
+/** Paygate's tx-hash proof: header names, the header's JSON, the message the payer signs, the 402 body. */
 export const PAYMENT_HEADER = 'X-402-Payment';
-/** Fallback name accepted wherever X-402-Payment is (a client that cannot send X-402-Payment sends Payment). */
+/** Accepted wherever X-402-Payment is. */
 export const PAYMENT_HEADER_FALLBACK = 'Payment';
 /** TICKET mode: the agent calls the seller directly with the ticket in this header. */
 export const TICKET_HEADER = 'X-402-Ticket';
@@ -25,15 +23,15 @@ export interface PaymentProof {
   /** USDC contract address. */
   token: string;
   network: NetworkName;
-  /** The payer: sender of the USDC transfer and signer of `signature`. */
+  /** Sender of the USDC transfer and signer of `signature`. */
   from: string;
-  /** The escrow wallet (the 402's payTo). */
+  /** The 402's payTo. */
   to: string;
   /** EIP-191 personal_sign by `from` over paymentMessage(txHash, resource). */
   signature: string;
 }
 
-/** HTTP 402 body: the offer (price, description, network, type-specific) plus what an agent needs to pay. */
+/** HTTP 402 body: the offer plus what an agent needs to pay. */
 export interface PaymentRequirements {
   price: string;
   description: string;
@@ -61,7 +59,7 @@ export class PaymentHeaderError extends Error {
     readonly field: string,
     readonly rule: string,
   ) {
-    // `header` is the value as a whole: "payment header must be Base64", not "payment header header …".
+    // "payment header must be Base64", not "payment header header …".
     super(field === 'header' ? `payment header ${rule}` : `payment header ${field} ${rule}`);
     this.name = 'PaymentHeaderError';
   }
@@ -87,9 +85,7 @@ export function recoverPaymentSigner(txHash: string, resource: string, signature
   return verifyMessage(paymentMessage(txHash, resource), signature);
 }
 
-export function encodePaymentHeader(proof: PaymentProof): string {
-  return Buffer.from(JSON.stringify(proof), 'utf8').toString('base64');
-}
+export const encodePaymentHeader = (proof: PaymentProof): string => encodeX402Header(proof);
 
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
@@ -98,10 +94,7 @@ const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 const NETWORKS = new Set(['base', 'base-sepolia', 'local']);
 const MAX_HEADER_CHARS = 4096;
 
-/**
- * Decodes and shape-checks a payment header value. Throws PaymentHeaderError naming the field and the rule;
- * addresses come back checksummed and the tx hash lowercase.
- */
+/** Decodes and shape-checks a header (PaymentHeaderError names field and rule); checksummed, tx hash lowercase. */
 export function decodePaymentHeader(value: string): PaymentProof {
   const text = value.trim();
   if (text.length === 0 || text.length > MAX_HEADER_CHARS) {

@@ -1,24 +1,16 @@
 import type { Signer } from 'ethers';
 
 /**
- * Buyer refund requests (escrow-ledger `POST /api/v1/refund-requests`), defined once here for the ledger that
- * verifies them and the buyers that sign them: what names the payment, the message the payer signs, and the
- * request's public view.
- *
- * A payment is named by the ledger's `transactionId`, by the on-chain transfer that paid it (`txHash`, plus
- * `logIndex` when one transaction made several payments into escrow), or by the checkout session it paid
- * (`sessionId`).
+ * Buyer refund requests (escrow-ledger `POST /api/v1/refund-requests`). A payment is named by the ledger's
+ * `transactionId`, its transfer (`txHash`, plus `logIndex` when one transaction paid several times) or its
+ * checkout session.
  */
 export type RefundTarget =
   | { transactionId: string }
   | { txHash: string; logIndex?: number }
   | { sessionId: string };
 
-/**
- * What makes a signed refund request good for one use on one Paygate chain: the chain id of the network the
- * payment was made on (the ledger's CHAIN_NETWORK), a random nonce and an expiry at most
- * REFUND_REQUEST_MAX_VALIDITY_MS ahead. Sent in the request body next to the signature.
- */
+/** What makes a signed request good once, on one chain, for a bounded time; sent beside the signature. */
 export interface RefundRequestSigning {
   chainId: number;
   /** 32 hex characters (128 random bits). */
@@ -27,7 +19,7 @@ export interface RefundRequestSigning {
   expiresAt: string;
 }
 
-/** The longest a signed refund request may be valid for (the ledger refuses a later expiresAt). */
+/** The ledger refuses a later expiresAt. */
 export const REFUND_REQUEST_MAX_VALIDITY_MS = 24 * 60 * 60 * 1000;
 const DEFAULT_VALIDITY_MS = 60 * 60 * 1000;
 
@@ -46,19 +38,8 @@ export function newRefundRequestSigning(
 }
 
 /**
- * The exact text the payer signs (EIP-191 personal_sign), lines joined by "\n", no trailing newline:
- *
- *     Paygate refund request
- *     transaction: <transactionId>        | tx: <txHash, lowercase> [+ "log index: <n>" line] | checkout session: <sessionId>
- *     chain id: <chainId>
- *     nonce: <nonce>
- *     expires at: <expiresAt>
- *     reason: <reason>
- *
- * The first lines say what it is for (Paygate, this payment); chain id, nonce and expiry make a signature good on
- * one chain, once, for a bounded time, so a captured request cannot be replayed later. The agent client, the
- * checkout widget and the ledger that verifies all build it here. Changing it breaks every signed request: don't.
- * (`chainId` may be a placeholder string only in documentation.)
+ * The exact text the payer signs (EIP-191). Chain id, nonce and expiry keep a captured request from being
+ * replayed. Changing it breaks every signed request: don't. (`chainId` may be a string only in documentation.)
  */
 export function refundRequestMessage(
   target: RefundTarget,
@@ -97,10 +78,9 @@ export type RefundRequestStatus = 'pending' | 'approved' | 'rejected' | 'complet
 
 /** A refund request as the ledger answers it (POST and GET /api/v1/refund-requests/:id). */
 export interface RefundRequestView {
-  /** The request's id (`rrq_…`), for GET /api/v1/refund-requests/:id. */
+  /** `rrq_…`, for GET /api/v1/refund-requests/:id. */
   id: string;
   refundRequestId: string;
-  /** The ledger's transaction the request is for, whichever way it was named. */
   transactionId: string;
   reason: string;
   status: RefundRequestStatus;

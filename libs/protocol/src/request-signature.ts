@@ -1,20 +1,9 @@
 import { createHmac } from 'node:crypto';
 
 /**
- * Paygate's signature on every request it forwards to a seller (PROXY mode), defined once for the gateway
- * that signs and the seller middleware that checks (`verifyPaygateRequest`), over a newline-joined payload
- * whose first line separates it from any JWT:
- *
- *   paygate-request-v1 \n kid \n timestamp \n nonce \n METHOD \n path+query \n sha256(body) hex \n
- *   skill \n txHash \n payer \n amount
- *
- * The last four are the values of the X-Paygate-Skill / -Tx-Hash / -Payer / -Amount headers sent alongside.
- * Two kinds of key, told apart by `kid`:
- * - `kid=sk`: HMAC-SHA256 with the seller's forwarding key, derived from the seller's secret API key
- *   (`forwardingKeyFromApiKey`), so the seller checks it with the key it already holds and no other secret is
- *   handed out; about 2 µs per request where an ES256 signature costs about 20 µs.
- * - any other kid: ES256 with that key of the gateway's JWKS, for an account whose secret key predates
- *   forwarding keys (until its key is rotated) or while the gateway cannot learn the forwarding key.
+ * Paygate's signature on every request it forwards to a seller (PROXY mode). `kid=sk`: HMAC-SHA256 with a key
+ * derived from the seller's secret API key, so no other secret is handed out; any other kid: ES256 by that key of
+ * the gateway's JWKS (accounts whose key predates forwarding keys).
  */
 export const REQUEST_SIGNATURE_HEADER = 'X-Paygate-Signature';
 export const PAID_REQUEST_HEADERS = {
@@ -33,7 +22,7 @@ export interface SignedRequestFields {
   /** Unique per forwarded request: a seller refuses a nonce it has seen. */
   nonce: string;
   method: string;
-  /** The path and query the seller receives (apiBaseUrl's path + endpoint path + query). */
+  /** The path and query the seller receives. */
   pathAndQuery: string;
   bodySha256: string;
   skill: string;
@@ -46,7 +35,6 @@ export function requestSigningPayload(f: SignedRequestFields): string {
   return `paygate-request-v1\n${f.kid}\n${f.timestamp}\n${f.nonce}\n${f.method}\n${f.pathAndQuery}\n${f.bodySha256}\n${f.skill}\n${f.txHash}\n${f.payer}\n${f.amount}`;
 }
 
-/** The kid of a signature made with the seller's forwarding key (HMAC-SHA256) rather than a JWKS key. */
 export const FORWARDING_KEY_ID = 'sk';
 
 /** The seller's forwarding key for a secret API key: HMAC-SHA256(key = the sk_… key, "paygate-forwarding-v1"). */
@@ -65,10 +53,7 @@ export interface RequestSignature {
   nonce: string;
   /** base64url of the raw (IEEE P1363, r‖s) ES256 signature, or of the HMAC-SHA256 for `kid=sk`. */
   signature: string;
-  /**
-   * `sig_prev` (kid=sk only): the same payload's HMAC under the forwarding key of the seller's previous API key,
-   * sent while a key rotation's overlap lasts, so an origin that still holds the old key passes.
-   */
+  /** `sig_prev` (kid=sk only): the HMAC under the previous API key's forwarding key, during a rotation's overlap. */
   previousSignature?: string;
 }
 

@@ -1,21 +1,15 @@
 /**
- * x402's sign-in-with-x extension as Paygate and its seller middleware declare it in a 402: a subscriber that paid
- * once answers the challenge with a `SIGN-IN-WITH-X` header (a CAIP-122 / EIP-4361 message its wallet signed)
- * instead of paying again. The shape is `@x402/extensions/sign-in-with-x`'s server declaration (its `info`,
- * `supportedChains` and JSON schema), built here without that package so the published SDKs need nothing more.
+ * x402's sign-in-with-x extension: a subscriber answers the 402's challenge with a wallet-signed CAIP-122 message
+ * instead of paying again. `@x402/extensions`' server declaration, built without it so the SDKs need nothing more.
  */
-
-/** The request header a signed message arrives in (HTTP header names are case-insensitive). */
 export const SIGN_IN_WITH_X_HEADER = 'SIGN-IN-WITH-X';
-/** The extension's key in `PaymentRequired.extensions`. */
 const SIGN_IN_WITH_X = 'sign-in-with-x';
-
-/** How long a challenge asks the signed message to stay valid (the verifier accepts messages up to 5 minutes old). */
+/** The verifier accepts messages up to 5 minutes old. */
 const SIGN_IN_CHALLENGE_SECONDS = 300;
 
 const STATEMENT = 'Sign in with the wallet that paid for this subscription';
 
-/** The extension's JSON schema of a signed message (as `buildSIWxSchema` of @x402/extensions builds it). */
+/** As `buildSIWxSchema` of @x402/extensions builds it. */
 const SIGNED_MESSAGE_SCHEMA = Object.freeze({
   $schema: 'https://json-schema.org/draft/2020-12/schema',
   type: 'object',
@@ -44,11 +38,7 @@ function randomNonce(): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/**
- * `extensions["sign-in-with-x"]` for a 402: the origin's host as the domain, the resource URL as the URI, a fresh
- * nonce, issuedAt now and an expiry 5 minutes on, for the chain's EVM wallets (EIP-191; ERC-1271 and ERC-6492
- * contract wallets sign the same message).
- */
+/** `extensions["sign-in-with-x"]` for a 402: a fresh challenge for the origin and resource, for EVM wallets. */
 export function signInWithXChallenge(input: {
   /** The public origin the buyer calls (`https://api.seller.example`). */
   origin: string;

@@ -1,9 +1,6 @@
 /**
- * The x402 standard's HTTP transport (v2: `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE`; v1:
- * the body's `accepts`, `X-PAYMENT`, `X-PAYMENT-RESPONSE`), for the `exact` scheme on EVM (EIP-3009
- * TransferWithAuthorization into Paygate's escrow, submitted by Paygate's relayer). Paygate's own tx-hash proof
- * (`X-402-Payment`) lives beside it, unchanged. Shared by the gateway and the seller SDK; the gateway checks a
- * payment payload's full schema on top of what is decoded here.
+ * The x402 standard's HTTP transport (v2 headers; v1's body `accepts` and `X-PAYMENT*`) for the `exact` scheme on
+ * EVM. The gateway checks a payload's full schema on top of what is decoded here.
  */
 export const X402_HEADERS = {
   paymentRequired: 'PAYMENT-REQUIRED',
@@ -20,10 +17,10 @@ export const X402_EXPOSED_HEADERS = [
   X402_HEADERS.v1PaymentResponse,
 ];
 
-/** A header bigger than this is refused before decoding (an authorization with a 1271 signature fits easily). */
+/** Refused before decoding (an authorization with a 1271 signature fits easily). */
 export const MAX_X402_HEADER_BYTES = 16 * 1024;
 
-/** x402's names for EVM networks: CAIP-2 in v2, the legacy names in v1 (only Base's are offered there). */
+/** CAIP-2 names in v2, legacy names in v1 (only Base's). */
 export const caip2 = (chainId: number) => `eip155:${chainId}`;
 const V1_NETWORKS: Readonly<Record<number, string>> = { 8453: 'base', 84532: 'base-sepolia' };
 export const v1NetworkOf = (chainId: number): string | undefined => V1_NETWORKS[chainId];
@@ -42,7 +39,7 @@ export function encodeX402Header(value: unknown): string {
   return Buffer.from(JSON.stringify(value), 'utf8').toString('base64');
 }
 
-/** An x402 header's JSON: size limit (before trimming), base64, JSON; `name` names the header in errors. */
+/** An x402 header's JSON (size checked before trimming); `name` names the header in errors. */
 export function decodeX402Header(header: string, name: string): unknown {
   if (header.length > MAX_X402_HEADER_BYTES) {
     throw new X402HeaderError(`${name} is larger than ${MAX_X402_HEADER_BYTES} bytes`);
@@ -56,14 +53,10 @@ export function decodeX402Header(header: string, name: string): unknown {
   }
 }
 
-/** The header that carries a payment of this version: `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1). */
 export const x402PaymentHeaderName = (version: 1 | 2) =>
   version === 2 ? X402_HEADERS.paymentSignature : X402_HEADERS.v1Payment;
 
-/**
- * `PAYMENT-SIGNATURE` (v2) or `X-PAYMENT` (v1) as a JSON object of that x402Version; the rest (the payload's
- * schema, the authorization, the signature) is the facilitator's to check.
- */
+/** A payment header as a JSON object of that x402Version; the rest is the facilitator's to check. */
 export function decodeX402Payment(header: string, version: 1 | 2): Record<string, unknown> {
   const name = x402PaymentHeaderName(version);
   const value = decodeX402Header(header, name);
@@ -76,7 +69,6 @@ export function decodeX402Payment(header: string, version: 1 | 2): Record<string
   return value as Record<string, unknown>;
 }
 
-/** Decodes a PAYMENT-REQUIRED header (clients, tests and tools). */
 export function decodePaymentRequired(header: string): unknown {
   return decodeX402Header(header, X402_HEADERS.paymentRequired);
 }
@@ -104,7 +96,6 @@ export interface X402Offer {
   resource: { url: string; description: string; mimeType: string };
 }
 
-/** v2's `exact` requirement. */
 export function requirementsV2(offer: X402Offer) {
   return {
     scheme: 'exact',
@@ -136,17 +127,6 @@ export function requirementsV1(offer: X402Offer, outputSchema?: unknown) {
   };
 }
 
-/** v2's PaymentRequired (the `PAYMENT-REQUIRED` header's JSON). */
-function paymentRequiredV2(offer: X402Offer, error: string, extensions?: Record<string, unknown>) {
-  return {
-    x402Version: 2,
-    error,
-    resource: offer.resource,
-    accepts: [requirementsV2(offer)],
-    ...(extensions ? { extensions } : {}),
-  };
-}
-
 /** A 402's x402 part: the `PAYMENT-REQUIRED` header, and v1's body fields on Base networks (else `{}`). */
 export function x402PaymentRequired(
   offer: X402Offer,
@@ -154,13 +134,20 @@ export function x402PaymentRequired(
   options: { extensions?: Record<string, unknown>; v1OutputSchema?: unknown } = {},
 ): { header: string; body: Record<string, unknown> } {
   const v1 = requirementsV1(offer, options.v1OutputSchema);
+  const { extensions } = options;
   return {
-    header: encodeX402Header(paymentRequiredV2(offer, error, options.extensions)),
+    header: encodeX402Header({
+      x402Version: 2,
+      error,
+      resource: offer.resource,
+      accepts: [requirementsV2(offer)],
+      ...(extensions ? { extensions } : {}),
+    }),
     body: v1 ? { x402Version: 1, accepts: [v1] } : {},
   };
 }
 
-/** x402's SettleResponse (the `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE` header, the facilitator's answer). */
+/** The `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE` header's JSON. */
 export interface SettleResponse {
   success: boolean;
   transaction: string;
@@ -170,7 +157,7 @@ export interface SettleResponse {
   errorMessage?: string;
 }
 
-/** The settlement answer both versions carry, the network named as the client's version names it. */
+/** The settlement answer, the network named as the client's version names it. */
 export function settlementResponse(input: {
   success: boolean;
   transaction: string;
