@@ -1,11 +1,19 @@
-import type { Response } from 'express';
-import { MIDDLEWARE_REASONS } from './reasons';
+import type { NextFunction, Response } from 'express';
+import { PaygateUnavailableError } from './paygate-api';
 
 /**
- * Answers with the envelope of every non-2xx Paygate answer, `{ error: { code, message, ...details } }` (docs/api.md,
- * "Errors": libs/http's errorBody), so a buyer reads one shape from Paygate and from a seller behind this middleware.
- * The 402s keep the bodies docs/api.md fixes for them. Written here because the published middleware ships none of
- * libs/http (a service's express app, database and logging code).
+ * The codes the middleware answers itself; a refusal Paygate decided (a ticket's, a facilitator's) keeps its own.
+ */
+export const MIDDLEWARE_REASONS = {
+  /** 429: Paygate is limiting this seller's verifications; Retry-After and `retryAfterSeconds` say when to retry. */
+  rateLimited: 'rate_limited',
+  /** 500: Paygate could not be reached within the timeout, or answered 5xx. */
+  paygateUnavailable: 'paygate_unavailable',
+} as const;
+
+/**
+ * Paygate's error envelope, `{ error: { code, message, ...details } }`, so a buyer reads one shape from Paygate and
+ * from a seller behind this middleware (the 402s keep their own bodies).
  */
 export function sendError(
   res: Response,
@@ -17,7 +25,7 @@ export function sendError(
   res.status(status).json({ error: { code, message, ...details } });
 }
 
-/** Paygate could not be reached (or answered 5xx): the 500 docs/api.md gives the middleware. */
+/** Paygate could not be reached (or answered 5xx). */
 export function answerUnavailable(
   res: Response,
   message = 'Paygate could not be reached; retry shortly',
@@ -25,10 +33,13 @@ export function answerUnavailable(
   sendError(res, 500, MIDDLEWARE_REASONS.paygateUnavailable, message);
 }
 
-/**
- * Paygate answered 429 to this seller's request: the buyer gets a 429 with the same Retry-After (60 s when Paygate
- * named none), and `code` (Paygate's own when it gave one).
- */
+/** The error of a middleware's Paygate call: unreachable → the 500, anything else to express. */
+export function answerFailure(error: unknown, res: Response, next: NextFunction): void {
+  if (error instanceof PaygateUnavailableError) answerUnavailable(res);
+  else next(error);
+}
+
+/** Paygate answered 429 to this seller's request: so does the middleware, with its Retry-After (else 60 s). */
 export function answerRateLimited(
   res: Response,
   answer: globalThis.Response,

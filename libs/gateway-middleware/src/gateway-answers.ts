@@ -57,10 +57,7 @@ function paymentRequiredBody(
   };
 }
 
-/**
- * A subscription's x402 PAYMENT-REQUIRED: nothing to pay with x402 here (subscriptions are paid with X-402-Payment),
- * only x402's sign-in-with-x challenge, so a standard client of a subscriber signs in with its wallet.
- */
+/** A subscription's PAYMENT-REQUIRED: nothing to pay with x402, only the sign-in-with-x challenge for subscribers. */
 function signInChallenge(offer: Offer, p: PaymentParameters, origin: string, url: string, error: string) {
   return encodeX402Header({
     x402Version: 2,
@@ -71,7 +68,6 @@ function signInChallenge(offer: Offer, p: PaymentParameters, origin: string, url
   });
 }
 
-/** A 402 with what to pay, from what is known without asking Paygate whenever possible. */
 export function paymentRequiredAnswer(
   parameters: PaymentParametersSource,
   x402RouteOf: X402RouteOf,

@@ -12,28 +12,17 @@ type VerifyAnswer =
   | { valid: true; payment: VerifiedPayment }
   | { valid: false; reason: string; message: string };
 
-function verifyBody(offer: Offer, payment: string, resource: string): Record<string, unknown> {
-  return {
-    payment,
-    price: offer.price,
-    type: offer.type,
-    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
-    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
-    resource,
-  };
-}
-
 /** req.x402 from Paygate's answer and the route's offer (the README's fields; `type` absent for pay-per-call). */
 function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
-  const { type, ...rest } = verified;
+  const { txHash, amount, payer, network, type, expiresAt } = verified;
   return {
-    txHash: rest.txHash,
-    amount: rest.amount,
-    payer: rest.payer,
-    network: rest.network,
+    txHash,
+    amount,
+    payer,
+    network,
     ...(type !== 'payPerCall' ? { type } : {}),
     ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
-    ...(rest.expiresAt ? { expiresAt: rest.expiresAt } : {}),
+    ...(expiresAt ? { expiresAt } : {}),
     ...(offer.type === 'product' ? { requiresShipping: offer.requiresShipping ?? false } : {}),
   };
 }
@@ -56,7 +45,14 @@ export async function payWithPaygateProof(
   res: Response,
   next: NextFunction,
 ): Promise<void> {
-  const answer = await api.verify(verifyBody(offer, payment, resource));
+  const answer = await api.post('/api/verify', {
+    payment,
+    price: offer.price,
+    type: offer.type,
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
+    resource,
+  });
   if (answer.status === 429) {
     answerRateLimited(res, answer);
     return;

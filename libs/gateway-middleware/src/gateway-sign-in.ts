@@ -5,7 +5,6 @@ import type { AnswerPaymentRequired } from './gateway-answers';
 import type { Offer } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 
-/** Node's (lowercase) name of x402's sign-in-with-x request header. */
 const HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
 type SignInAnswer =
@@ -23,10 +22,8 @@ export function signInHeaderOf(offer: Offer, req: Request): string | undefined {
 }
 
 /**
- * x402's sign-in-with-x on subscription(): Paygate checks the wallet-signed message (this server's origin, fresh,
- * its nonce never used) and finds that wallet's subscription to this seller (POST /api/verify/sign-in). Found and
- * in force: req.x402 as for a presented subscription payment, then next(). Otherwise the 402 with a fresh
- * challenge and the reason (siwx_not_subscribed, invalid_siwx_nonce, subscription_expired, …).
+ * x402's sign-in-with-x on subscription(): Paygate checks the signed message and finds that wallet's subscription
+ * to this seller; in force: req.x402 as for a subscription payment; otherwise the 402 with a fresh challenge.
  */
 export async function payWithSignIn(
   api: PaygateApi,
@@ -39,7 +36,7 @@ export async function payWithSignIn(
   next: NextFunction,
   paymentRequired: AnswerPaymentRequired,
 ): Promise<void> {
-  const answer = await api.verifySignIn({
+  const answer = await api.post('/api/verify/sign-in', {
     signIn: header,
     origin,
     price: offer.price,

@@ -10,12 +10,11 @@ import {
   type X402Offer,
 } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
-import { answerRateLimited, sendError } from './error-answers';
+import { answerRateLimited, MIDDLEWARE_REASONS, sendError } from './error-answers';
 import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
 import type { Offer } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
-import { MIDDLEWARE_REASONS } from './reasons';
 import type { GatewayConfig } from './types';
 
 interface X402Settings {
@@ -55,22 +54,19 @@ export function x402Settings(config: GatewayConfig): X402Settings | undefined {
   if (!Number.isInteger(settleTimeoutMs) || settleTimeoutMs < 1) {
     throw new TypeError('createGateway: x402.settleTimeoutMs must be a positive integer (milliseconds)');
   }
-  return {
-    minAmountMicro,
-    maxTimeoutSeconds,
-    settleTimeoutMs,
-    ...(given.eip712 ? { eip712: given.eip712 } : {}),
-  };
+  return { minAmountMicro, maxTimeoutSeconds, settleTimeoutMs, eip712: given.eip712 };
 }
 
 /** x402 is offered on pay-per-call routes priced at least the relaying minimum (see GatewayConfig.x402). */
-export function x402RouteOf(settings: X402Settings | undefined, publicUrl: string | undefined): X402RouteOf {
+export function x402RouteOf(
+  settings: X402Settings | undefined,
+  originOf: (req: Request) => string,
+): X402RouteOf {
   return (offer, p, req) => {
     if (!settings || offer.type !== 'payPerCall' || offer.priceMicro < settings.minAmountMicro)
       return undefined;
     const eip712 = settings.eip712 ?? usdcDomainOf(p.chainId);
     if (!eip712) return undefined;
-    const origin = publicUrl ?? `${req.protocol}://${req.get('host')}`;
     return {
       chainId: p.chainId,
       asset: p.asset,
@@ -79,7 +75,7 @@ export function x402RouteOf(settings: X402Settings | undefined, publicUrl: strin
       amountMicro: offer.priceMicro,
       maxTimeoutSeconds: settings.maxTimeoutSeconds,
       resource: {
-        url: `${origin}${req.originalUrl}`,
+        url: `${originOf(req)}${req.originalUrl}`,
         description: offer.description,
         mimeType: 'application/json',
       },
@@ -120,10 +116,7 @@ function settleRequest(
   }
 }
 
-/**
- * 429 or 503 from the facilitator: the same status to the client in the error envelope, coded with the facilitator's
- * reason (its SettleResponse's, else its own envelope's), to present the same header again.
- */
+/** 429 or 503 from the facilitator: the same status, coded with its reason, to present the same header again. */
 async function answerSettleLater(res: Response, answer: globalThis.Response): Promise<void> {
   const body = (await answer.json().catch(() => ({}))) as Partial<SettleResponse> & {
     error?: { code?: unknown };
@@ -137,27 +130,6 @@ async function answerSettleLater(res: Response, answer: globalThis.Response): Pr
   }
   res.setHeader('Retry-After', answer.headers.get('retry-after') ?? '2');
   sendError(res, answer.status, given ?? MIDDLEWARE_REASONS.paygateUnavailable, message);
-}
-
-/** The settlement's PAYMENT-RESPONSE header, and req.x402 for the handler. */
-function acceptSettlement(
-  req: Request,
-  res: Response,
-  version: 1 | 2,
-  settled: SettleResponse,
-  price: string,
-  network: string,
-): void {
-  res.setHeader(
-    version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
-    encodeX402Header({
-      success: true,
-      transaction: settled.transaction,
-      network: settled.network,
-      payer: settled.payer,
-    }),
-  );
-  req.x402 = { txHash: settled.transaction, amount: price, payer: settled.payer ?? '', network };
 }
 
 /** PAYMENT-SIGNATURE / X-PAYMENT: settled into escrow by Paygate's facilitator before the handler runs. */
@@ -175,7 +147,8 @@ export function x402Payer(
       paymentRequired(offer, req, res, resource, { error: 'Invalid payment', reason, message });
     const request = settleRequest(offer, routeOf(offer, p, req), header);
     if ('reason' in request) return refuse(request.reason, request.message);
-    const answer = await api.settleX402({ x402Version: header.version, ...request }, settleTimeoutMs);
+    const body = { x402Version: header.version, ...request };
+    const answer = await api.post('/api/v1/x402/settle', body, settleTimeoutMs);
     if (answer.status === 429 || answer.status === 503) return answerSettleLater(res, answer);
     if (!answer.ok) {
       throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
@@ -184,7 +157,21 @@ export function x402Payer(
     if (!settled.success) {
       return refuse(settled.errorReason ?? 'settlement_failed', settled.errorMessage ?? 'not settled');
     }
-    acceptSettlement(req, res, header.version, settled, offer.price, p.network);
+    res.setHeader(
+      header.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
+      encodeX402Header({
+        success: true,
+        transaction: settled.transaction,
+        network: settled.network,
+        payer: settled.payer,
+      }),
+    );
+    req.x402 = {
+      txHash: settled.transaction,
+      amount: offer.price,
+      payer: settled.payer ?? '',
+      network: p.network,
+    };
     next();
   };
 }

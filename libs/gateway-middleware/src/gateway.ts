@@ -1,13 +1,12 @@
 import { pickPaymentHeader, pickX402Header, resourceFor } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { answerUnavailable } from './error-answers';
+import { answerFailure } from './error-answers';
 import { type AnswerPaymentRequired, paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
 import { payWithPaygateProof } from './gateway-proof';
 import { payWithSignIn, signInHeaderOf } from './gateway-sign-in';
 import { type PayWithX402, x402Payer, x402RouteOf, x402Settings } from './gateway-x402';
-import { PaygateApi, PaygateUnavailableError } from './paygate-api';
-import { resolvePaygateUrl } from './paygate-url';
+import { type PaygateApi, sellerApi } from './paygate-api';
 import { PaymentParametersSource } from './payment-parameters';
 import { TicketVerifier } from './tickets';
 import type { GatewayConfig, ProductConfig, ServiceConfig, SubscriptionConfig, TicketOptions } from './types';
@@ -22,8 +21,8 @@ export interface Gateway {
 }
 
 /**
- * A paid route's middleware: an x402 header (PAYMENT-SIGNATURE / X-PAYMENT, when x402 is on and no Paygate proof
- * is sent) is settled; a Paygate proof is verified; neither: 402 with what to pay.
+ * A paid route's middleware: an x402 header (when x402 is on and no Paygate proof is sent) is settled, a Paygate
+ * proof verified, a sign-in checked; none: 402 with what to pay.
  */
 function paymentMiddleware(
   offer: Offer,
@@ -46,11 +45,7 @@ function paymentMiddleware(
       } else if (!header) await paymentRequired(offer, req, res, resource);
       else await payWithPaygateProof(api, offer, header, resource, req, res, next);
     } catch (error) {
-      if (error instanceof PaygateUnavailableError) {
-        answerUnavailable(res);
-        return;
-      }
-      next(error);
+      answerFailure(error, res, next);
     }
   };
 }
@@ -60,46 +55,33 @@ function ticketMiddleware(verifier: TicketVerifier): RequestHandler {
   return async function paygateTicket(req: Request, res: Response, next: NextFunction) {
     try {
       const outcome = await verifier.verify(req);
-      if (outcome.ok) {
-        req.x402 = outcome.payment;
-        next();
+      if (!outcome.ok) {
+        res.status(outcome.status).json(outcome.body);
         return;
       }
-      res.status(outcome.status).json(outcome.body);
+      req.x402 = outcome.payment;
+      next();
     } catch (error) {
-      if (error instanceof PaygateUnavailableError) {
-        answerUnavailable(res);
-        return;
-      }
-      next(error);
+      answerFailure(error, res, next);
     }
   };
 }
 
 /**
- * The seller's gateway middleware (README, "Verification flow"): X-402-Payment (else Payment); none → 402 with
- * the payment requirements; present → POST /api/verify; valid → req.x402 and next(); invalid → 402
- * {"error": "Invalid payment"}; Paygate unreachable within the timeout → 500 paygate_unavailable. Beside it, the x402 standard: a
- * pay-per-call 402 carries PAYMENT-REQUIRED, and a PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled into escrow by
- * Paygate's facilitator (POST /api/v1/x402/settle), credited to this seller.
+ * The seller's gateway middleware (README, "Verification flow"): X-402-Payment (else Payment) verified by Paygate
+ * (POST /api/verify), valid → req.x402 and next(); none → 402 with the requirements; invalid → 402; Paygate
+ * unreachable → 500 paygate_unavailable. Beside it, x402: a PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled into
+ * escrow by Paygate's facilitator, credited to this seller.
  */
 export function createGateway(config: GatewayConfig): Gateway {
-  if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
-    throw new TypeError('createGateway: apiKey must be the sk_… key from the dashboard');
-  }
-  const baseUrl = resolvePaygateUrl(config.apiBaseUrl, 'createGateway: apiBaseUrl');
+  const api = sellerApi(config, 'createGateway');
   const x402 = x402Settings(config);
-  const api = new PaygateApi(baseUrl, config.apiKey, config.timeoutMs ?? 5000, config.fetch ?? fetch);
-  const parameters = new PaymentParametersSource(api, {
-    network: config.network,
-    escrowAddress: config.escrowAddress,
-    usdcAddress: config.usdcAddress,
-  });
+  const parameters = new PaymentParametersSource(api, config);
   parameters.prefetch();
   const publicUrl = config.publicUrl?.replace(/\/$/, '');
-  const routeOf = x402RouteOf(x402, publicUrl);
   // The origin buyers call: what a 402's x402 resource and a sign-in message name.
   const originOf = (req: Request) => publicUrl ?? `${req.protocol}://${req.get('host')}`;
+  const routeOf = x402RouteOf(x402, originOf);
   const paymentRequired = paymentRequiredAnswer(parameters, routeOf, originOf);
   const payWithX402 = x402
     ? x402Payer(api, parameters, x402.settleTimeoutMs, routeOf, paymentRequired)

@@ -4,11 +4,7 @@ import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 const JWKS_TTL_MS = 10 * 60_000;
 const JWKS_MIN_REFETCH_MS = 30_000;
 
-/**
- * Paygate's ES256 public keys by kid, from `{apiBaseUrl}/.well-known/jwks.json`: cached 10 minutes, refetched
- * (at most every 30 s) when an unknown kid appears, so Paygate can rotate its key. Used for tickets and for
- * the signature on forwarded requests.
- */
+/** Paygate's ES256 keys by kid, cached 10 minutes, refetched (at most every 30 s) for an unknown kid (rotation). */
 export class JwksKeys {
   private keys = new Map<string, KeyObject>();
   private fetchedAt = 0;

@@ -1,3 +1,6 @@
+import { resolvePaygateUrl } from './paygate-url';
+import type { GatewayConfig } from './types';
+
 /** Talks to Paygate with a timeout; every failure to reach it becomes PaygateUnavailableError (→ HTTP 500). */
 export class PaygateUnavailableError extends Error {
   override name = 'PaygateUnavailableError';
@@ -24,7 +27,8 @@ export class PaygateApi {
     }
   }
 
-  private post(path: string, body: unknown, timeoutMs?: number): Promise<Response> {
+  /** A seller call: `/api/verify`, `/api/verify/sign-in` or `/api/v1/x402/settle`, with the API key. */
+  post(path: string, body: unknown, timeoutMs?: number): Promise<Response> {
     return this.request(
       path,
       {
@@ -35,19 +39,20 @@ export class PaygateApi {
       timeoutMs,
     );
   }
+}
 
-  /** Paygate's own proof (X-402-Payment), checked and claimed for this seller. */
-  verify(body: Record<string, unknown>): Promise<Response> {
-    return this.post('/api/verify', body);
+/** The API of the seller a configuration names (`caller` names the function in its errors). */
+export function sellerApi(
+  config: Pick<GatewayConfig, 'apiKey' | 'apiBaseUrl' | 'timeoutMs' | 'fetch'>,
+  caller: string,
+): PaygateApi {
+  if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
+    throw new TypeError(`${caller}: apiKey must be the sk_… key from the dashboard`);
   }
-
-  /** x402's sign-in-with-x: the subscription of the wallet that signed the message, if it has one here. */
-  verifySignIn(body: Record<string, unknown>): Promise<Response> {
-    return this.post('/api/verify/sign-in', body);
-  }
-
-  /** An x402 payment settled into escrow by Paygate's facilitator, credited to this seller. */
-  settleX402(body: Record<string, unknown>, timeoutMs: number): Promise<Response> {
-    return this.post('/api/v1/x402/settle', body, timeoutMs);
-  }
+  return new PaygateApi(
+    resolvePaygateUrl(config.apiBaseUrl, `${caller}: apiBaseUrl`),
+    config.apiKey,
+    config.timeoutMs ?? 5000,
+    config.fetch ?? fetch,
+  );
 }

@@ -12,7 +12,6 @@ export interface PaymentParameters {
   jwksUrl?: string;
 }
 
-/** Payment parameters fixed in the seller's configuration, so a 402 never waits for Paygate. */
 interface PinnedParameters {
   network?: NetworkName;
   escrowAddress?: string;
@@ -24,10 +23,8 @@ const FRESH_MS = 5 * 60_000;
 const RETRY_AFTER_FAILURE_MS = 10_000;
 
 /**
- * The payment parameters of this seller's 402 answers, known without a round trip whenever possible: from the
- * configuration when it pins them (network preset + escrow address), else the last answer of
- * `GET /api/verify` — fetched at start-up, refreshed in the background once 5 minutes old, and kept (stale)
- * while Paygate cannot be reached.
+ * This seller's payment parameters without a round trip whenever possible: pinned by the configuration, else the
+ * last `GET /api/verify` answer, refreshed in the background once 5 minutes old and kept while Paygate is down.
  */
 export class PaymentParametersSource {
   private readonly pinned: PaymentParameters | undefined;
@@ -42,22 +39,18 @@ export class PaymentParametersSource {
     this.pinned = pinnedParameters(pin);
   }
 
-  /** Starts the first fetch without waiting for it (a pinned configuration needs none). */
   prefetch(): void {
     if (!this.pinned) void this.refresh();
   }
 
-  /** What is known now, without waiting; starts a refresh when the fetched copy is old. */
+  /** What is known now; starts a refresh when the fetched copy is old. */
   current(): PaymentParameters | undefined {
     if (this.pinned) return this.pinned;
     if (this.fetched && Date.now() - this.fetched.at >= FRESH_MS) void this.refresh();
     return this.fetched?.value;
   }
 
-  /**
-   * current(), or — when nothing is known yet — one bounded wait for Paygate (shared by concurrent callers);
-   * right after a failed attempt it answers undefined at once rather than waiting again.
-   */
+  /** current(), or one bounded wait shared by concurrent callers (none right after a failed attempt). */
   async get(): Promise<PaymentParameters | undefined> {
     const known = this.current();
     if (known) return known;
@@ -90,7 +83,6 @@ export class PaymentParametersSource {
   }
 }
 
-/** The parameters a configuration fixes completely (a network preset and the escrow address), or undefined. */
 function pinnedParameters(pin: PinnedParameters): PaymentParameters | undefined {
   if (pin.network === undefined && pin.escrowAddress === undefined && pin.usdcAddress === undefined) {
     return undefined;
@@ -120,7 +112,7 @@ function checkedAddress(value: string, option: string): string {
   }
 }
 
-/** USDC's EIP-712 domain on a chain Paygate knows, for x402 requirements' `extra`; undefined elsewhere. */
+/** USDC's EIP-712 domain on a chain Paygate knows; undefined elsewhere. */
 export function usdcDomainOf(chainId: number): { name: string; version: string } | undefined {
   try {
     const network = networkByChainId(chainId);

@@ -20,10 +20,7 @@ interface TicketClaims {
   amount: string;
 }
 
-/**
- * A refusal's body: the 402 without a ticket keeps the payment answers' 402 shape (`error` a text beside `reason`),
- * every other status is the error envelope (error-answers.ts).
- */
+/** The 402 without a ticket keeps the payment answers' 402 shape; every other status is the error envelope. */
 type RefusalBody =
   | { error: string; reason: string; message: string; paymentUrl: string }
   | { error: { code: string; message: string } };
@@ -35,8 +32,8 @@ type Refusal = Extract<Outcome, { ok: false }>;
 type VerifiedClaims = { ok: true; claims: TicketClaims };
 
 /**
- * Single-use ids (tickets, request nonces) in process memory until they expire, at most `maxEntries`: when
- * full after dropping the expired ones, the oldest is forgotten (only an id that old could then be replayed).
+ * Single-use ids (tickets, request nonces) in memory until they expire, at most `maxEntries`: when full after
+ * dropping the expired ones, the oldest is forgotten (only an id that old could then be replayed).
  */
 export class MemoryReplayStore implements TicketReplayStore {
   private readonly used = new Map<string, number>();
@@ -61,9 +58,8 @@ const VERIFIED_TTL_MS = 60_000;
 const MAX_VERIFIED = 10_000;
 
 /**
- * Verifies TICKET-mode JWTs: ES256 only (a token signed with `none` or HS256 is refused before any key is
- * used), against Paygate's JWKS by kid (JwksKeys), with issuer, audience (the skill), method, path and expiry checked, and single-use
- * tickets (pay-per-call, product, service) accepted once.
+ * Verifies TICKET-mode JWTs: ES256 only, by Paygate's JWKS key of its kid, with issuer, audience (the skill),
+ * method, path and expiry checked; single-use tickets (all but subscriptions) are accepted once.
  */
 export class TicketVerifier {
   private readonly keys: JwksKeys;
@@ -72,6 +68,7 @@ export class TicketVerifier {
     max: MAX_VERIFIED,
   });
   private readonly replay: TicketReplayStore;
+  private readonly basePath: string;
 
   constructor(
     private readonly api: PaygateApi,
@@ -82,6 +79,7 @@ export class TicketVerifier {
     if (!options?.skill) throw new TypeError('ticket: options.skill (the skill name) is required');
     this.replay = options.replayStore ?? new MemoryReplayStore();
     this.keys = new JwksKeys(api);
+    this.basePath = options.basePath?.replace(/\/$/, '') ?? '';
   }
 
   private refuse(reason: string, message: string, status = 401): Refusal {
@@ -101,7 +99,7 @@ export class TicketVerifier {
     const verified = await this.claimsOf(token, parameters.issuer);
     if (!verified.ok) return verified;
     const claims = verified.claims;
-    const base = basePathOf(this.options);
+    const base = this.basePath;
     if (claims.method !== req.method || `${base}${claims.path}` !== path) {
       return this.refuse(
         'wrong_resource',
@@ -117,7 +115,7 @@ export class TicketVerifier {
 
   /** 402 with where to pay for the endpoint (its path below basePath). */
   private ticketRequired(path: string): Refusal {
-    const base = basePathOf(this.options);
+    const base = this.basePath;
     const endpointPath = base && path.startsWith(base) ? path.slice(base.length) || '/' : path;
     return {
       ok: false,
@@ -171,10 +169,6 @@ export class TicketVerifier {
       return this.refuse(jwtFailureReason(error), (error as Error).message);
     }
   }
-}
-
-function basePathOf(options: TicketOptions): string {
-  return options.basePath?.replace(/\/$/, '') ?? '';
 }
 
 function jwtFailureReason(error: unknown): string {

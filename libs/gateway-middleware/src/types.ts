@@ -3,9 +3,8 @@ import type { PaymentKind } from '@paygate/protocol';
 
 /** Payment data the middleware puts on req.x402 after a successful verification (README, "Verification flow"). */
 export interface X402Payment {
-  /** all middleware */
   txHash: string;
-  /** all middleware: decimal USDC string */
+  /** Decimal USDC. */
   amount: string;
   /** subscription, product, service (absent for payPerCall) */
   type?: Exclude<PaymentKind, 'payPerCall'>;
@@ -13,10 +12,9 @@ export interface X402Payment {
   durationDays?: number;
   /** product */
   requiresShipping?: boolean;
-  /** The paying wallet (Paygate extension). */
   payer: string;
   network: string;
-  /** Subscription: when access ends (Paygate extension). */
+  /** Subscription: when access ends. */
   expiresAt?: string;
   /** TICKET mode: the ticket's unique id. */
   ticketId?: string;
@@ -33,15 +31,11 @@ declare global {
 export interface GatewayConfig {
   /** API key from the dashboard (sk_…). Server-side only. */
   apiKey: string;
-  /**
-   * Paygate's address (https://paygate.example). Required: without it PAYGATE_BASE_URL is used, and only with
-   * NODE_ENV=development http://localhost:8080 (the `make dev` edge); otherwise createGateway throws.
-   */
+  /** Paygate's address; default PAYGATE_BASE_URL, and only with NODE_ENV=development http://localhost:8080. */
   apiBaseUrl?: string;
   /**
-   * The network Paygate settles on (`base`, `base-sepolia`, `local`) and its escrow wallet: with both, every 402
-   * is answered from this configuration, never waiting for Paygate (a cold start with Paygate down still
-   * answers 402). Without them the values come from GET {apiBaseUrl}/api/verify, fetched at start-up and cached.
+   * With `escrowAddress`, every 402 is answered from this configuration, never waiting for Paygate; without, from
+   * GET {apiBaseUrl}/api/verify, fetched at start-up and cached.
    */
   network?: NetworkName;
   /** Paygate's escrow wallet (GET /api/verify's payTo); with `network`. */
@@ -49,9 +43,8 @@ export interface GatewayConfig {
   /** The USDC contract, when it is not the network's own (required with network `local`). */
   usdcAddress?: string;
   /**
-   * The x402 standard beside Paygate's proof (default on): pay-per-call 402s carry PAYMENT-REQUIRED, and a
-   * PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled by Paygate's facilitator into escrow, credited to you.
-   * Offered for pay-per-call prices of at least `minAmount` (default 0.01, Paygate's relaying minimum).
+   * The x402 standard beside Paygate's proof (default on), for pay-per-call prices of at least `minAmount`
+   * (default 0.01, Paygate's relaying minimum): settled by Paygate's facilitator into escrow, credited to you.
    */
   x402?:
     | boolean
@@ -66,12 +59,8 @@ export interface GatewayConfig {
       };
   /** Longest wait for Paygate before answering HTTP 500. Default 5000 ms. */
   timeoutMs?: number;
-  /**
-   * Public origin of this server (https://api.seller.example), so the resource an agent signs names the full URL.
-   * Without it the resource is "<METHOD> <path>".
-   */
+  /** This server's public origin, so the resource an agent signs is the full URL (else "<METHOD> <path>"). */
   publicUrl?: string;
-  /** fetch implementation (global fetch by default). */
   fetch?: typeof fetch;
 }
 
@@ -93,7 +82,7 @@ export interface ServiceConfig {
 export interface TicketOptions {
   /** The skill name the tickets are issued for (their audience). */
   skill: string;
-  /** Prefix of this server's routes before the skill's endpoint paths (the path part of the skill's apiBaseUrl). */
+  /** Prefix of this server's routes before the skill's endpoint paths. */
   basePath?: string;
   /** Seconds of clock skew tolerated on exp/iat. Default 5. */
   clockToleranceSeconds?: number;
@@ -101,8 +90,8 @@ export interface TicketOptions {
   replayStore?: TicketReplayStore;
 }
 
-/** Remembers used single-use ticket ids until they expire. Share one across replicas (Redis, SQL…) if needed. */
+/** Remembers used single-use ids until they expire. Share one across replicas (Redis, SQL…) if needed. */
 export interface TicketReplayStore {
-  /** Records `ticketId`; returns false when it was already recorded. */
+  /** false when `ticketId` was already recorded. */
   markUsed(ticketId: string, expiresAtMs: number): boolean | Promise<boolean>;
 }

@@ -21,26 +21,18 @@ import type { TicketReplayStore } from './types';
 
 export interface VerifyPaygateRequestOptions {
   /**
-   * The seller's secret API key (sk_…): Paygate signs your forwarded requests with a key derived from it
-   * (`kid=sk`). Defaults to PAYGATE_SECRET_KEY. Without it only ES256 signatures (accounts whose key predates
-   * forwarding keys) can be checked. While you move your servers to a rotated key, pass both
-   * (`[newKey, oldKey]`, or set PAYGATE_PREVIOUS_SECRET_KEY): a request signed with either passes. Paygate itself
-   * signs with both keys during the rotation's overlap (the `sig` and `sig_prev` of the header), so one key here
-   * is enough either side of the switch.
+   * Your secret API key (sk_…), default PAYGATE_SECRET_KEY: Paygate signs with a key derived from it (`kid=sk`).
+   * During a key rotation pass both (`[newKey, oldKey]`, or set PAYGATE_PREVIOUS_SECRET_KEY).
    */
   secretKey?: string | readonly string[];
   /**
-   * Paygate's address (its JWKS, for ES256 signatures). Defaults to PAYGATE_BASE_URL, and with NODE_ENV=development
-   * to http://localhost:8080. Needed only without a secret key: with one, requests signed by its derived key pass
-   * without Paygate's address, and ES256 ones are refused (`unknown_key`) when the address is unknown.
+   * Paygate's address, for its JWKS (ES256 signatures of accounts whose key predates forwarding keys). Default
+   * PAYGATE_BASE_URL, and with NODE_ENV=development http://localhost:8080.
    */
   paygateUrl?: string;
   /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
   toleranceSeconds?: number;
-  /**
-   * Where seen nonces are kept until they are too old to pass the timestamp check; in process memory by default
-   * (bounded: 100 000 nonces). Pass a shared store when several replicas serve the same origin.
-   */
+  /** Where seen nonces are kept; in memory by default (100 000). Share one across replicas. */
   replayStore?: TicketReplayStore;
   /** Only requests for these skill names pass (403 otherwise). Default: any skill. */
   skills?: string[];
@@ -65,7 +57,7 @@ declare global {
   namespace Express {
     interface Request {
       paygate?: PaygateRequest;
-      /** The body bytes as received (set by verifyPaygateRequest when it read them, or by you in express.json's verify). */
+      /** The body bytes as received (set by verifyPaygateRequest, or by you in express.json's verify). */
       rawBody?: Buffer;
     }
   }
@@ -73,19 +65,6 @@ declare global {
 
 type Refusal = { status: number; reason: string; message: string };
 const refusal = (reason: string, message: string, status = 401): Refusal => ({ status, reason, message });
-
-/** The middleware's settings, resolved once from its options and the environment. */
-interface RequestChecks {
-  toleranceSeconds: number;
-  replay: TicketReplayStore;
-  maxBodyBytes: number;
-  /** undefined: any skill passes. */
-  skills: Set<string> | undefined;
-  /** HMAC keys derived from the seller's secret API keys (`kid=sk`). */
-  forwardingKeys: Buffer[];
-  /** Paygate's published ES256 keys; undefined when Paygate's address is unknown and a secret key is given. */
-  keys: JwksKeys | undefined;
-}
 
 /** The seller's secret keys: the option (one or a list), else PAYGATE_SECRET_KEY and PAYGATE_PREVIOUS_SECRET_KEY. */
 function secretKeysOf(options: VerifyPaygateRequestOptions): string[] {
@@ -119,15 +98,22 @@ function paygateKeysOf(options: VerifyPaygateRequestOptions, forwardingKeys: Buf
   );
 }
 
-function requestChecksOf(options: VerifyPaygateRequestOptions): RequestChecks {
-  const toleranceSeconds = options.toleranceSeconds ?? 300;
-  const replay = options.replayStore ?? new MemoryReplayStore();
-  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
-  const skills = options.skills ? new Set(options.skills) : undefined;
+/** The middleware's settings, resolved once from its options and the environment. */
+function requestChecksOf(options: VerifyPaygateRequestOptions) {
   const forwardingKeys = secretKeysOf(options).map((key) => forwardingKeyFromApiKey(key));
-  const keys = paygateKeysOf(options, forwardingKeys);
-  return { toleranceSeconds, replay, maxBodyBytes, skills, forwardingKeys, keys };
+  return {
+    toleranceSeconds: options.toleranceSeconds ?? 300,
+    replay: options.replayStore ?? new MemoryReplayStore(),
+    maxBodyBytes: options.maxBodyBytes ?? 10 * 1024 * 1024,
+    /** undefined: any skill passes. */
+    skills: options.skills ? new Set(options.skills) : undefined,
+    forwardingKeys,
+    /** undefined when Paygate's address is unknown and a secret key is given. */
+    keys: paygateKeysOf(options, forwardingKeys),
+  };
 }
+
+type RequestChecks = ReturnType<typeof requestChecksOf>;
 
 /** The request's X-Paygate-Signature, parsed and within the timestamp tolerance. */
 function freshSignature(req: Request, toleranceSeconds: number): Refusal | RequestSignature {
@@ -148,10 +134,7 @@ function freshSignature(req: Request, toleranceSeconds: number): Refusal | Reque
   return signature;
 }
 
-/**
- * The key that checks the signature: Paygate's published ES256 key of its kid, or none for `kid=sk` (the
- * forwarding keys check it). A refusal when this middleware holds no such key.
- */
+/** Paygate's ES256 key of the signature's kid, or none for `kid=sk`; a refusal when this middleware has no such key. */
 async function signatureKey(
   checks: RequestChecks,
   signature: RequestSignature,
@@ -184,7 +167,6 @@ function paidHeadersOf(req: Request): PaidHeaders {
   };
 }
 
-/** Whether the signature covers this method, path, body and X-Paygate-* headers under the key. */
 function signatureMatches(
   req: Request,
   signature: RequestSignature,
@@ -212,15 +194,6 @@ function signatureMatches(
     : matchesAnyForwardingKey(forwardingKeys, payload, [signature.signature, signature.previousSignature]);
 }
 
-function invalidSignature(signature: RequestSignature): Refusal {
-  return refusal(
-    'invalid_signature',
-    signature.kid === FORWARDING_KEY_ID
-      ? 'the signature does not match this method, path, body and X-Paygate-* headers under the key derived from your secret API key (rotated it? deploy the new one)'
-      : 'the signature does not match this method, path, body and X-Paygate-* headers',
-  );
-}
-
 /** Every check of a forwarded request, in order: the first that fails answers. */
 async function checkForwardedRequest(checks: RequestChecks, req: Request): Promise<Refusal | PaygateRequest> {
   const signature = freshSignature(req, checks.toleranceSeconds);
@@ -230,8 +203,15 @@ async function checkForwardedRequest(checks: RequestChecks, req: Request): Promi
   const body = await bodyOf(req, checks.maxBodyBytes);
   if (!Buffer.isBuffer(body)) return body;
   const paid = paidHeadersOf(req);
-  if (!signatureMatches(req, signature, signing.key, checks.forwardingKeys, body, paid))
-    return invalidSignature(signature);
+  if (!signatureMatches(req, signature, signing.key, checks.forwardingKeys, body, paid)) {
+    const mismatch = 'the signature does not match this method, path, body and X-Paygate-* headers';
+    return refusal(
+      'invalid_signature',
+      signature.kid === FORWARDING_KEY_ID
+        ? `${mismatch} under the key derived from your secret API key (rotated it? deploy the new one)`
+        : mismatch,
+    );
+  }
   if (checks.skills && !checks.skills.has(paid.skill))
     return refusal('wrong_skill', `this server does not sell skill "${paid.skill}"`, 403);
   // Checked last, so only a genuine signature takes a place in the store.
@@ -244,17 +224,13 @@ async function checkForwardedRequest(checks: RequestChecks, req: Request): Promi
 }
 
 /**
- * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment.
- * Checks X-Paygate-Signature (HMAC-SHA256 with the forwarding key derived from your secret API key, or ES256
- * by Paygate's published key) over method, path and query, the body's sha256, the timestamp (within
- * `toleranceSeconds`), the nonce (never seen before) and the X-Paygate-Skill, -Tx-Hash, -Payer and -Amount
- * headers; then sets req.paygate and calls next(). Anything else: 401 (403, 413, 400 or 500 as the refusal says)
- * with the error envelope `{ error: { code, message } }`, `code` the refusal's reason.
+ * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment
+ * (X-Paygate-Signature over method, path, body, timestamp, a fresh nonce and the X-Paygate-* headers), setting
+ * req.paygate; anything else gets the error envelope (401, 403, 413, 400 or 500).
  *
  *   app.use(verifyPaygateRequest()); // secret key from PAYGATE_SECRET_KEY
  *
- * Mount it before any body parser: it reads the body itself (req.rawBody; a JSON body is parsed into req.body).
- * Behind a parser, keep the bytes with `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`.
+ * Mount it before any body parser (it reads the body itself), or keep the bytes in req.rawBody from the parser.
  */
 export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}): RequestHandler {
   const checks = requestChecksOf(options);
@@ -279,10 +255,7 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
   };
 }
 
-/**
- * Whether one of this origin's forwarding keys made one of the request's HMACs (`sig`, or `sig_prev` during a
- * key rotation's overlap). Every pair is compared, in constant time, so the time taken says nothing of which.
- */
+/** Whether a forwarding key made `sig` or `sig_prev`; every pair is compared in constant time, so timing says nothing. */
 function matchesAnyForwardingKey(
   keys: readonly Buffer[],
   payload: string,

@@ -1,12 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * Paygate webhook signatures.
- *
- * Every webhook POST carries `Paygate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`.
- * The timestamp is inside the signed bytes, so a captured delivery cannot be replayed later with a fresh
- * timestamp; a receiver rejects any timestamp further than `toleranceSeconds` from its own clock.
- * Several `v1=` entries may appear (for example while a secret is being rotated); one match is enough.
+ * `Paygate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>`: the timestamp is signed, so
+ * a captured delivery cannot be replayed later. Several `v1=` may appear (a secret rotation); one match is enough.
  */
 export const WEBHOOK_SIGNATURE_HEADER = 'Paygate-Signature';
 /** The event's stable id: the same on every retry and redelivery, so a receiver can drop duplicates. */
@@ -15,9 +11,8 @@ export const WEBHOOK_EVENT_TYPE_HEADER = 'Paygate-Event-Type';
 export const WEBHOOK_DEFAULT_TOLERANCE_SECONDS = 300;
 
 /**
- * A webhook body: `id` (= Paygate-Event-Id, stable across retries: drop duplicates), `event` (the kind),
- * `createdAt` (when it happened), the event's payload fields at the top level, and the whole payload again in
- * `data`. Parse it only after verifyWebhook accepted the raw bytes.
+ * A webhook body: `id` (= Paygate-Event-Id), `event`, `createdAt`, the payload's fields at the top level and again
+ * in `data`. Parse it only after verifyWebhook accepted the raw bytes.
  */
 export type WebhookBody<Kind extends string, Fields extends object> = {
   id: string;
@@ -39,9 +34,8 @@ export type RefundCompletedWebhook = WebhookBody<
   }
 >;
 /**
- * A paid call you did not serve (your API answered 5xx, did not answer within the timeout, or could not be reached,
- * and the buyer's retry window closed with no attempt served) was refunded to its payer from escrow, without your
- * approval: `amount` leaves your held (or available) balance. A 4xx you chose is service and never refunded.
+ * A paid call you did not serve (5xx, timeout or unreachable until the retry window closed) was refunded without
+ * your approval: `amount` leaves your balance. A 4xx you chose is service and never refunded.
  */
 export type PaymentRefundedWebhook = WebhookBody<
   'payment.refunded',
@@ -64,10 +58,7 @@ export type RefundRequestedWebhook = WebhookBody<
   'refund.requested',
   { refundRequestId: string; transactionId: string; sellerId: string; reason: string; requestedAt: string }
 >;
-/**
- * The account wallet signed a new payout address; payouts go there from `effectiveAt` on. Not you? Cancel it
- * (dashboard, or POST /api/v1/account/payout-address/cancel with the wallet's session) and secure the wallet.
- */
+/** The account wallet signed a new payout address, used from `effectiveAt`. Not you? Cancel it and secure the wallet. */
 export type PayoutAddressChangeRequestedWebhook = WebhookBody<
   'seller.payout_address_change_requested',
   {
@@ -159,12 +150,7 @@ export interface VerifyWebhookOptions {
   now?: () => Date;
 }
 
-interface ParsedHeader {
-  timestamp: number;
-  signatures: string[];
-}
-
-function parseHeader(header: string): ParsedHeader | undefined {
+function parseHeader(header: string): { timestamp: number; signatures: string[] } | undefined {
   if (header.length > MAX_HEADER_LENGTH) return undefined;
   let timestamp: number | undefined;
   const signatures: string[] = [];
@@ -184,10 +170,7 @@ function parseHeader(header: string): ParsedHeader | undefined {
   return { timestamp, signatures };
 }
 
-/**
- * Verifies a webhook's signature and age. Returns the signed timestamp (unix seconds); throws a
- * WebhookVerificationError naming the reason otherwise. Comparison is constant-time.
- */
+/** Verifies a webhook's signature (in constant time) and age; throws a WebhookVerificationError naming the reason. */
 export function verifyWebhook(options: VerifyWebhookOptions): { timestamp: number } {
   if (!options.secret) throw new TypeError('verifyWebhook: secret is required');
   const raw = Array.isArray(options.header) ? options.header[0] : options.header;

@@ -1,7 +1,6 @@
 import { parseUsdc } from '@paygate/money';
 import { requirementsV2, type SettleResponse } from '@paygate/protocol';
-import { PaygateApi, PaygateUnavailableError } from './paygate-api';
-import { resolvePaygateUrl } from './paygate-url';
+import { PaygateUnavailableError, sellerApi } from './paygate-api';
 import { PaymentParametersSource, usdcDomainOf } from './payment-parameters';
 import type { GatewayConfig } from './types';
 
@@ -44,47 +43,22 @@ export type X402SellerConfig = Pick<
   'apiKey' | 'apiBaseUrl' | 'network' | 'escrowAddress' | 'usdcAddress' | 'timeoutMs' | 'fetch'
 > & { maxTimeoutSeconds?: number; settleTimeoutMs?: number };
 
-/** A sale's x402 requirements under Paygate's parameters (its escrow as payTo). */
-interface SaleRequirements {
-  network: string;
-  resource: X402PaymentRequired['resource'];
-  requirements: ReturnType<typeof requirementsV2>;
-}
-
-function sellerApi(config: X402SellerConfig): PaygateApi {
-  if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
-    throw new TypeError('createX402Seller: apiKey must be the sk_… key from the dashboard');
-  }
-  return new PaygateApi(
-    resolvePaygateUrl(config.apiBaseUrl, 'createX402Seller: apiBaseUrl'),
-    config.apiKey,
-    config.timeoutMs ?? 5000,
-    config.fetch ?? fetch,
-  );
-}
-
-/** undefined while Paygate cannot be reached and nothing is pinned. */
+/** A sale's x402 requirements under Paygate's parameters (its escrow as payTo); undefined while unknown. */
 async function saleRequirements(
   parameters: PaymentParametersSource,
   sale: X402Sale,
   maxTimeoutSeconds: number,
-): Promise<SaleRequirements | undefined> {
+) {
   const p = await parameters.get();
   if (!p) return undefined;
   const eip712 = usdcDomainOf(p.chainId);
   if (!eip712) throw new TypeError(`createX402Seller: no USDC EIP-712 domain known for chain ${p.chainId}`);
+  const resource = { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' };
+  const amountMicro = parseUsdc(sale.price);
   return {
     network: p.network,
-    resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
-    requirements: requirementsV2({
-      chainId: p.chainId,
-      asset: p.asset,
-      payTo: p.payTo,
-      eip712,
-      amountMicro: parseUsdc(sale.price),
-      maxTimeoutSeconds,
-      resource: { url: sale.resourceUrl, description: sale.description, mimeType: 'application/json' },
-    }),
+    resource,
+    requirements: requirementsV2({ ...p, eip712, amountMicro, maxTimeoutSeconds, resource }),
   };
 }
 
@@ -130,12 +104,8 @@ async function settlementOf(answer: Response, network: string): Promise<X402Sett
  * facilitator with the seller's key. The same parameters and rules as createGateway's x402.
  */
 export function createX402Seller(config: X402SellerConfig): X402Seller {
-  const api = sellerApi(config);
-  const parameters = new PaymentParametersSource(api, {
-    network: config.network,
-    escrowAddress: config.escrowAddress,
-    usdcAddress: config.usdcAddress,
-  });
+  const api = sellerApi(config, 'createX402Seller');
+  const parameters = new PaymentParametersSource(api, config);
   parameters.prefetch();
   const maxTimeoutSeconds = config.maxTimeoutSeconds ?? 300;
   const settleTimeoutMs = config.settleTimeoutMs ?? 30_000;
@@ -150,14 +120,9 @@ export function createX402Seller(config: X402SellerConfig): X402Seller {
     async settle(paymentPayload, sale) {
       const found = await saleRequirements(parameters, sale, maxTimeoutSeconds);
       if (!found) throw new PaygateUnavailableError('payment parameters unknown: Paygate unreachable');
-      const answer = await api.settleX402(
-        {
-          x402Version: 2,
-          paymentPayload,
-          paymentRequirements: { ...found.requirements, resource: sale.resourceUrl },
-        },
-        settleTimeoutMs,
-      );
+      const paymentRequirements = { ...found.requirements, resource: sale.resourceUrl };
+      const body = { x402Version: 2, paymentPayload, paymentRequirements };
+      const answer = await api.post('/api/v1/x402/settle', body, settleTimeoutMs);
       return settlementOf(answer, found.network);
     },
   };
