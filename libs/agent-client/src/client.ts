@@ -1,11 +1,14 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   encodePaymentHeader,
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
   MODE_HEADER,
   newRefundRequestSigning,
   PAYMENT_HEADER,
   type PaymentProof,
   type PaymentRequirements,
+  paymentRequiredOf,
   type RefundRequestView,
   type RefundTarget,
   signPayment,
@@ -14,23 +17,16 @@ import {
 } from '@paygate/protocol';
 import { Contract, getAddress, type Signer } from 'ethers';
 import {
-  MCP_PAYMENT_META,
-  MCP_PAYMENT_RESPONSE_META,
   type McpToolCall,
   type McpToolClient,
   newPaymentId,
-  paymentRequiredOf,
   pickRequirement,
   priceOf,
   signMcpPayment,
 } from './mcp';
 
-/** How one paid tool call is made. */
 export interface McpCallOptions {
-  /**
-   * x402's payment-identifier for this purchase, sent when the server declares the extension: the same id on a
-   * retry of the same call is the same purchase (never charged twice). A fresh one per call by default.
-   */
+  /** x402's payment-identifier: the same id on a retry is the same purchase, never charged twice. Fresh by default. */
   paymentId?: string;
 }
 
@@ -51,12 +47,9 @@ export interface AgentOptions {
   confirmationTimeoutMs?: number;
   /** Follow TICKET answers by calling the seller with the ticket (default true). */
   followTickets?: boolean;
-  /**
-   * Paygate's base URL (e.g. https://paygate.example) for refund requests. Optional: a refund of a payment this
-   * agent made goes to the origin of the URL it paid.
-   */
+  /** Paygate's base URL for refund requests; by default the origin of the URL the refunded payment paid. */
   paygateUrl?: string;
-  /** The clock a refund request's expiry is counted from (tests move it); the system clock by default. */
+  /** The clock a refund request's expiry is counted from. */
   now?: () => Date;
 }
 
@@ -179,11 +172,8 @@ export class PaygateAgent {
   }
 
   /**
-   * MCP mode: calls a tool through an MCP client (@modelcontextprotocol/sdk's Client). A payment-required result
-   * (x402's MCP transport) is paid within this agent's limits — an EIP-3009 authorization the wallet signs, no
-   * gas, no ETH — and the call repeated once with `_meta["x402/payment"]`; the paid result carries
-   * `_meta["x402/payment-response"]` and the payment is in `payments` (url `mcp://tool/<name>`). Any other result
-   * comes back as it is.
+   * MCP mode: calls a tool through an MCP client (@modelcontextprotocol/sdk's Client). A payment-required result is
+   * paid within the limits (an EIP-3009 authorization, no gas) and the call repeated with `_meta["x402/payment"]`.
    */
   async callTool(
     client: McpToolClient,
@@ -211,14 +201,8 @@ export class PaygateAgent {
     // back (a lost connection, a settlement still pending): only a refusal or a failed settlement gives it back.
     let mayMoveMoney = false;
     try {
-      const payment = await signMcpPayment(
-        this.options.wallet,
-        chainId,
-        required,
-        requirement,
-        undefined,
-        options.paymentId ?? newPaymentId(),
-      );
+      const paymentId = options.paymentId ?? newPaymentId();
+      const payment = await signMcpPayment(this.options.wallet, chainId, required, requirement, paymentId);
       mayMoveMoney = true;
       const paid = { ...call, _meta: { ...call._meta, [MCP_PAYMENT_META]: payment } };
       const responseOf = (result: any) =>
@@ -240,8 +224,9 @@ export class PaygateAgent {
       const pending = response?.errorReason === 'settlement_pending';
       if ((response?.success === false && !pending) || paymentRequiredOf(second)) mayMoveMoney = false;
       if (response?.success === true && typeof response.transaction === 'string') {
+        const url = required.resource?.url ?? `mcp://tool/${call.name}`;
         this.payments.push({
-          url: required.resource?.url ?? `mcp://tool/${call.name}`,
+          url,
           txHash: response.transaction,
           amount: price,
           header: '',
@@ -253,7 +238,7 @@ export class PaygateAgent {
             chainId,
             payTo: requirement.payTo,
             asset: requirement.asset,
-            resource: required.resource?.url ?? `mcp://tool/${call.name}`,
+            resource: url,
             confirmations: 1,
             header: 'X-402-Payment',
           },
@@ -316,12 +301,7 @@ export class PaygateAgent {
     }
   }
 
-  /**
-   * Asks the seller for a refund of a payment this wallet made, named by its transfer (`txHash`, plus `logIndex`
-   * when one transaction paid several times), its checkout session (`sessionId`) or the ledger's
-   * `transactionId`. Signs Paygate's refund request message with the agent's wallet (the payer) and files it;
-   * the answer carries the request `id`, its `status` (pending until the seller decides) and the `transactionId`.
-   */
+  /** Asks for a refund of a payment this wallet made: signs Paygate's refund request message and files it. */
   async requestRefund(
     request: RefundTarget & { reason: string; paygateUrl?: string; timeoutMs?: number },
   ): Promise<RefundRequestView> {
@@ -342,15 +322,18 @@ export class PaygateAgent {
 
   /** The chain a refund request is signed for: the one this agent paid on, else the wallet's network. */
   private async chainIdFor(target: RefundTarget): Promise<number> {
-    const paid =
-      'txHash' in target
-        ? this.payments.find((p) => p.txHash.toLowerCase() === target.txHash.toLowerCase())
-        : this.payments.at(-1);
+    const paid = 'txHash' in target ? this.paymentOf(target) : this.payments.at(-1);
     if (paid) return paid.requirements.chainId;
     const provider = this.options.wallet.provider;
     if (!provider)
       throw new RefundRequestError('the wallet has no provider to tell the chain id', 0, 'no_chain_id');
     return Number((await provider.getNetwork()).chainId);
+  }
+
+  /** The payment this agent made with the target's tx hash. */
+  private paymentOf(target: RefundTarget | null): AgentPayment | undefined {
+    if (!target || !('txHash' in target)) return undefined;
+    return this.payments.find((p) => p.txHash.toLowerCase() === target.txHash.toLowerCase());
   }
 
   /** The current status of a refund request (public route: the id is enough). */
@@ -366,10 +349,7 @@ export class PaygateAgent {
   private paygateBase(explicit: string | undefined, target: RefundTarget | null): string {
     const configured = explicit ?? this.options.paygateUrl;
     if (configured) return configured.replace(/\/+$/, '');
-    const paid =
-      target && 'txHash' in target
-        ? this.payments.find((p) => p.txHash.toLowerCase() === target.txHash.toLowerCase())
-        : undefined;
+    const paid = this.paymentOf(target);
     if (!paid) {
       throw new RefundRequestError(
         'no Paygate URL: set paygateUrl on the agent or the call (only a payment this agent made is found without it)',

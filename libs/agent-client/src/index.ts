@@ -6,6 +6,9 @@ export {
   formatRequestSignature,
   forwardingKeyFromApiKey,
   forwardingSignature,
+  MCP_PAYMENT_META,
+  MCP_PAYMENT_RESPONSE_META,
+  type McpPaymentRequired,
   MODE_HEADER,
   type NetworkName,
   newRefundRequestSigning,
@@ -18,6 +21,7 @@ export {
   type PaymentRequirements,
   parseRequestSignature,
   paymentMessage,
+  paymentRequiredOf,
   pickPaymentHeader,
   RECEIPT_HEADER,
   REFUND_REQUEST_MAX_VALIDITY_MS,
@@ -47,13 +51,4 @@ export {
   SpendingLimitError,
   type TicketAnswer,
 } from './client';
-export {
-  MCP_PAYMENT_META,
-  MCP_PAYMENT_RESPONSE_META,
-  type McpPaymentRequired,
-  type McpToolCall,
-  type McpToolClient,
-  newPaymentId,
-  PAYMENT_IDENTIFIER,
-  paymentRequiredOf,
-} from './mcp';
+export { type McpToolCall, type McpToolClient, newPaymentId, PAYMENT_IDENTIFIER } from './mcp';

@@ -12,30 +12,20 @@ export function newPaymentId(): string {
   return `pay_${hexlify(randomBytes(16)).slice(2)}`;
 }
 
-/**
- * The payload's extensions: the server's payment-identifier declaration echoed with the id appended, as x402's
- * extension asks; nothing when the server declared none (it would not read it).
- */
+/** The server's payment-identifier declaration echoed with the id, as x402 asks; nothing when it declared none. */
 function paymentIdExtensions(
   required: { extensions?: Record<string, unknown> },
-  paymentId: string | undefined,
+  paymentId: string,
 ): Record<string, unknown> | undefined {
   const declared = required.extensions?.[PAYMENT_IDENTIFIER] as
     | { info?: Record<string, unknown> }
     | undefined;
-  if (!declared || typeof declared !== 'object' || paymentId === undefined) return undefined;
+  if (!declared || typeof declared !== 'object') return undefined;
   if (!PAYMENT_ID.test(paymentId)) {
     throw new Error('paymentId must be 16 to 128 characters of A-Z, a-z, 0-9, _ and -');
   }
   return { [PAYMENT_IDENTIFIER]: { ...declared, info: { ...declared.info, id: paymentId } } };
 }
-
-export {
-  MCP_PAYMENT_META,
-  MCP_PAYMENT_RESPONSE_META,
-  type McpPaymentRequired,
-  paymentRequiredOf,
-} from '@paygate/protocol';
 
 /** What `callTool` needs of an MCP client (@modelcontextprotocol/sdk's Client fits). */
 export interface McpToolClient {
@@ -48,7 +38,7 @@ export interface McpToolCall {
   _meta?: Record<string, unknown>;
 }
 
-/** The `exact` requirement on the wallet's chain, or undefined when the tool asks for nothing this wallet can pay. */
+/** The `exact` requirement on the wallet's chain, if the tool asks for one. */
 export function pickRequirement(
   required: McpPaymentRequired,
   chainId: number,
@@ -64,12 +54,12 @@ export async function signMcpPayment(
   chainId: number,
   required: McpPaymentRequired,
   requirement: ExactRequirements,
-  nowSeconds = Math.floor(Date.now() / 1000),
-  paymentId?: string,
+  paymentId: string,
 ): Promise<Record<string, unknown>> {
   if (!requirement.extra?.name || !requirement.extra.version) {
     throw new Error('the requirement names no EIP-712 domain (extra.name, extra.version) for the token');
   }
+  const nowSeconds = Math.floor(Date.now() / 1000);
   const authorization = {
     from: getAddress(await wallet.getAddress()),
     to: getAddress(requirement.payTo),
@@ -98,5 +88,5 @@ export async function signMcpPayment(
   };
 }
 
-/** The price of a requirement in decimal USDC (the amount is micro-USDC). */
+/** The requirement's amount (micro-USDC) in decimal USDC. */
 export const priceOf = (requirement: ExactRequirements): string => formatUsdc(BigInt(requirement.amount));
