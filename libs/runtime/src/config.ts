@@ -123,6 +123,9 @@ export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<st
 
 type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
 
+/** What parseEnv makes of a spec: each variable's parsed value, typed by its validator. */
+export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
+
 /**
  * Parses the environment once with envalid, throwing one error that names every bad variable (an unset
  * required one by its spec's `desc`). A setting required only in production needs a validator of its own

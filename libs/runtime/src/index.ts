@@ -11,6 +11,7 @@ export {
   int,
   operatorTokenSpec,
   optionalAddress,
+  type ParsedEnv,
   parseEnv,
   str,
   throwIfProblems,
