@@ -34,11 +34,7 @@ export class TicketKeyError extends GatewayError {}
 export class ToolArgumentError extends GatewayError {}
 
 /** The MCP tools call this gateway over loopback: asked before it listens. */
-export class NotListeningError extends GatewayError {
-  constructor() {
-    super('the gateway is not listening yet');
-  }
-}
+export class NotListeningError extends GatewayError {}
 
 /** Why a forward to a seller was cut: its time ran out, or the buyer went away (undici's abort reason). */
 export class ForwardAborted extends GatewayError {

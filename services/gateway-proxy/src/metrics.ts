@@ -1,14 +1,9 @@
 import { Counter, Gauge } from '@paygate/runtime';
 import type { GatewayContext } from './db';
 
-export interface GatewayMetrics {
-  accepted: Counter<'mode' | 'fresh'>;
-  refused: Counter<'reason'>;
-  rateLimited: Counter<string>;
-  x402CopiesWaiting: Gauge<string>;
-}
+export type GatewayMetrics = ReturnType<typeof gatewayMetrics>;
 
-export function gatewayMetrics(ctx: GatewayContext): GatewayMetrics {
+export function gatewayMetrics(ctx: GatewayContext) {
   const registers = [ctx.metrics.registry];
   return {
     accepted: new Counter({

@@ -1,5 +1,3 @@
-/** Every reason code the gateway answers, one list per kind. */
-
 /** A payment's refusal: the specification's reasons of a 402, then the two 503s (nothing refused, ask again). */
 export const PAYMENT_REASONS = {
   wrongNetwork: 'wrong_network',

@@ -20,14 +20,14 @@ import { UnservedCalls } from './payments/unserved';
 import { FORWARD_CONNECTIONS_PER_ORIGIN, type ForwardOptions } from './proxy/forward';
 import { ForwardingKeys } from './proxy/forwarding-keys';
 import { RequestSigner } from './proxy/signing';
-import { jwksRoutes } from './routes/jwks';
+import { keyRoutes } from './routes/keys';
 import { gatewayOpenApi } from './routes/openapi';
 import { paidCallRoute } from './routes/paid-call';
-import { receiptKeyRoutes } from './routes/receipt-keys';
 import { verifyRoutes } from './routes/verify';
 import { applySkillUpdated, SkillDirectory } from './skills/projection';
 import { TicketIssuer } from './tickets/issuer';
 import { TicketKeyStore } from './tickets/keys';
+import { discoveryRoute } from './x402/extensions/bazaar-discovery';
 import { ReceiptSigner } from './x402/extensions/offer-receipt';
 import { SignInWithX } from './x402/extensions/sign-in-with-x';
 import { x402Routes } from './x402/facilitator/routes';
@@ -48,7 +48,6 @@ type GatewayParts = ServiceParts<GatewayDatabase> & GatewayHandles;
 
 export type RunningGateway = RunningService<GatewayDatabase, GatewayParts> & { state: GatewayHandles };
 
-/** The gateway, built once, top to bottom. */
 export async function startGatewayProxy(config: GatewayProxyConfig): Promise<RunningGateway> {
   const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
   // The MCP tools call this gateway's own paid route, at the address it listens on.
@@ -143,8 +142,7 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           metrics: { ...metrics, httpDuration: ctx.metrics.httpDuration },
         }),
         ...verifyRoutes({ config, sellerAuth, limiter, verifyLimiter, payments, signIn, metrics }),
-        ...jwksRoutes(keys),
-        ...receiptKeyRoutes(receipts),
+        ...keyRoutes(keys, receipts),
         ...x402Routes({
           config,
           sellerAuth,
@@ -152,15 +150,15 @@ export async function startGatewayProxy(config: GatewayProxyConfig): Promise<Run
           x402,
           payments,
           copies,
-          discovery: { config, db: ctx.db, limiter: discoveryLimiter, x402 },
         }),
+        discoveryRoute({ config, db: ctx.db, limiter: discoveryLimiter, x402 }),
         ...mcpRoutes({
           db: ctx.db,
           chain: { chainId: config.chainId, usdcAddress: config.usdcAddress },
           publicBaseUrl: config.publicBaseUrl,
           skillByName: (name) => skills.byName(name),
           selfUrl: () => {
-            if (!selfUrl) throw new NotListeningError();
+            if (!selfUrl) throw new NotListeningError('the gateway is not listening yet');
             return selfUrl;
           },
           trustedProxies: config.trustedProxies,

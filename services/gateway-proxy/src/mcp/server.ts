@@ -26,9 +26,7 @@ import {
 } from '@paygate/protocol';
 import { Type } from '@sinclair/typebox';
 import type { Response as ExpressResponse } from 'express';
-import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
-import type { GatewayDatabase } from '../db';
 import { ToolArgumentError } from '../errors';
 import { limitCall, MCP_LIMITED, mcpBucket } from '../rate-limit';
 import { MCP_REASONS } from '../reasons';
@@ -44,7 +42,6 @@ const TRUNCATED_META = 'paygate/truncated';
 const MAX_RESULT_BYTES_META = 'paygate/maxResultBytes';
 
 interface McpDependencies extends OutcomeSources {
-  db: Kysely<GatewayDatabase>;
   skillByName(name: string): Promise<SkillSnapshot | undefined>;
   /** A tool call is the paid HTTP call, sent to this gateway itself. */
   selfUrl(): string;

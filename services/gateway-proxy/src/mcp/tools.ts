@@ -1,5 +1,5 @@
 import { ToolArgumentError } from '../errors';
-import { SKILLS_PREFIX } from '../routes/paid-call';
+import { SKILLS_PREFIX } from '../routes/paid-call/call';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
 
 /** One MCP tool per active endpoint, `<skill>__<method>_<path>`: its path parameters, `query` and maybe `body`. */
@@ -41,14 +41,10 @@ export function skillNameOf(tool: string): string | undefined {
   return at > 0 ? tool.slice(0, at) : undefined;
 }
 
-function callableEndpoints(skill: SkillSnapshot): EndpointSnapshot[] {
-  if (skill.status !== 'ACTIVE') return [];
-  return skill.endpoints.filter((endpoint) => endpoint.active);
-}
-
 export function toolsOf(skill: SkillSnapshot): Array<{ tool: McpTool; endpoint: EndpointSnapshot }> {
   const seen = new Set<string>();
-  return callableEndpoints(skill).map((endpoint) => {
+  const callable = skill.status === 'ACTIVE' ? skill.endpoints.filter((endpoint) => endpoint.active) : [];
+  return callable.map((endpoint) => {
     let name = toolName(skill, endpoint);
     // Two paths with the same slug (`/a-b`, `/a_b`): the second is named by its id.
     if (seen.has(name)) name = `${skill.name}${SEPARATOR}${endpoint.endpointId}`;

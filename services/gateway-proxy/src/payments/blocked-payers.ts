@@ -10,10 +10,6 @@ import type { GatewayContext, GatewayDatabase } from '../db';
 const MAX_BLOCKED_PER_SELLER = 10_000;
 const REFRESH_MS = 2_000;
 
-export interface BlockedPayerCheck {
-  isBlocked(sellerId: string, payer: string): boolean;
-}
-
 /** `blocked_payers`, read by every replica every 2 s: a paid call from one is refused 403 before anything is charged. */
 export class BlockedPayers extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;

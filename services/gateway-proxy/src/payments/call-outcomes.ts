@@ -2,6 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql, type Transaction } from 'kysely';
+import type { GatewayProxyConfig } from '../config';
 import type { GatewayContext, GatewayDatabase } from '../db';
 import { attemptOf } from './claim-rows';
 import type { PaymentClaim } from './service';
@@ -10,16 +11,11 @@ export type SellerFailure =
   | { outcome: 'error_status'; status: number }
   | { outcome: 'timeout' | 'unreachable' | 'misconfigured' };
 
-interface CallOutcomeSettings {
-  retryWindowSeconds: number;
-  now: () => Date;
-}
-
 /** A forwarded pay-per-call's outcome on its claim row, its event in the same transaction (none for a first success). */
 export class CallOutcomes {
   constructor(
     private readonly ctx: GatewayContext,
-    private readonly settings: CallOutcomeSettings,
+    private readonly settings: Pick<GatewayProxyConfig, 'retryWindowSeconds' | 'now'>,
   ) {}
 
   /** Retryable until the returned time (from the first failure); no event without `sellerFailure`. */

@@ -22,9 +22,7 @@ export class LedgerClaims {
       return failure(
         'payment_already_used',
         `payment already used for ${answer.claimedBy}: ${answer.message}`,
-        {
-          claimedBy: answer.claimedBy,
-        },
+        { claimedBy: answer.claimedBy },
       );
     }
     if (answer.reason === 'ledger_unavailable' && answer.error) {

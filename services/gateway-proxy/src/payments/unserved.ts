@@ -2,6 +2,7 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
+import type { GatewayProxyConfig } from '../config';
 import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
 import { attemptsLiveAfter, retryWindowEnd } from './claim-rows';
 
@@ -9,12 +10,6 @@ import { attemptsLiveAfter, retryWindowEnd } from './claim-rows';
 const CLOSE_MARGIN_MS = 5_000;
 const INTERVAL_MS = 2_000;
 const CLOSE_BATCH = 200;
-
-interface UnservedSettings {
-  now: () => Date;
-  retryWindowSeconds: number;
-  upstreamTimeoutMs: number;
-}
 
 interface ClosedClaim {
   id: string;
@@ -31,7 +26,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
 
   constructor(
     private readonly ctx: GatewayContext,
-    private readonly settings: UnservedSettings,
+    private readonly settings: Pick<GatewayProxyConfig, 'now' | 'retryWindowSeconds' | 'upstreamTimeoutMs'>,
   ) {
     super();
     this.loop = new PollingLoop(() => this.closeDue().then(() => undefined), {

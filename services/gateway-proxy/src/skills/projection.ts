@@ -1,4 +1,5 @@
 import type { EventData } from '@paygate/contracts';
+import type { PaymentKind } from '@paygate/protocol';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import type { GatewayDatabase } from '../db';
@@ -101,23 +102,15 @@ export function findEndpoint(skill: SkillSnapshot, method: string, path: string)
   const onPath = skill.endpoints.filter((e) => e.active && endpointMatches(e.path, path));
   if (onPath.length === 0) return { kind: 'no_path' };
   const forMethod = onPath.filter((e) => e.method === method);
-  if (forMethod.length === 1) return { kind: 'found', endpoint: forMethod[0]! };
-  if (forMethod.length > 1) return { kind: 'found', endpoint: forMethod.sort(moreSpecificFirst)[0]! };
+  if (forMethod.length > 0) return { kind: 'found', endpoint: forMethod.sort(moreSpecificFirst)[0]! };
   return { kind: 'wrong_method', allowed: [...new Set(onPath.map((e) => e.method))] };
 }
 
-export function paymentKindOf(
-  type: SkillSnapshot['type'],
-): 'payPerCall' | 'subscription' | 'product' | 'service' {
-  switch (type) {
-    case 'Subscription':
-    case 'SaaS':
-      return 'subscription';
-    case 'Product':
-      return 'product';
-    case 'Service':
-      return 'service';
-    default:
-      return 'payPerCall';
-  }
-}
+const KIND_OF_TYPE: Partial<Record<SkillSnapshot['type'], PaymentKind>> = {
+  Subscription: 'subscription',
+  SaaS: 'subscription',
+  Product: 'product',
+  Service: 'service',
+};
+
+export const paymentKindOf = (type: SkillSnapshot['type']): PaymentKind => KIND_OF_TYPE[type] ?? 'payPerCall';

@@ -21,9 +21,7 @@ export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call,
       403,
       CALL_REASONS.payerBlocked,
       'the seller of this skill does not sell to this payer; nothing was charged',
-      {
-        payer: payer.toLowerCase(),
-      },
+      { payer: payer.toLowerCase() },
     ),
   );
   return true;

@@ -21,17 +21,11 @@ export function refuseUnreadable(
   call: Call,
   proof: Extract<Proof, { kind: 'unreadable' }>,
 ): void {
-  if (proof.x402) {
-    sendPaymentRequired(deps, offer, call, 'invalid_payload', proof.message);
-    return;
+  if (proof.x402) sendPaymentRequired(deps, offer, call, 'invalid_payload', proof.message);
+  else {
+    const { message, field, rule } = proof;
+    sendError(call, new HttpError(400, CALL_REASONS.invalidPaymentHeader, message, { field, rule }));
   }
-  sendError(
-    call,
-    new HttpError(400, CALL_REASONS.invalidPaymentHeader, proof.message, {
-      field: proof.field,
-      rule: proof.rule,
-    }),
-  );
 }
 
 /** The URL the client asked for, query included: x402's resource.url, and what offers and receipts name. */

@@ -22,8 +22,6 @@ import { settleX402, verifyAndClaim } from './pay';
 import { rateBucket, readProof } from './proof';
 import { signIn } from './sign-in';
 
-export { SKILLS_PREFIX };
-
 /** The paid call, one pipeline; each step answers the buyer itself when the call stops there. */
 async function paidCall(deps: PaidCallDeps, call: Call): Promise<void> {
   // A step's promise is awaited only when it returned one: a subscriber's repeated call pays no promise per step.

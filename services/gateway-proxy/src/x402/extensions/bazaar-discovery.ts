@@ -23,7 +23,7 @@ export interface DiscoveryDeps {
 }
 
 /** Public, so rate-limited per client address. */
-export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
+export function discoveryRoute(deps: DiscoveryDeps): AnyRoute {
   const { config } = deps;
   const perClient = [
     rateLimitMiddleware(
@@ -34,7 +34,7 @@ export function discoveryRoute(deps: DiscoveryDeps, prefix: string): AnyRoute {
   ];
   return defineRoute({
     method: 'get',
-    path: `${prefix}/discovery/resources`,
+    path: '/api/v1/x402/discovery/resources',
     summary: 'Every active Paygate skill endpoint, in the x402 Bazaar discovery shape',
     query: Type.Object({
       type: Type.Optional(Type.String({ maxLength: 16 })),

@@ -9,18 +9,17 @@ import {
 import { caip2, v1NetworkOf } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { Type } from '@sinclair/typebox';
-import type { RequestHandler, Response } from 'express';
+import type { Response } from 'express';
 import type { GatewayProxyConfig } from '../../config';
 import type { PaymentService } from '../../payments/service';
 import { sellerSale } from '../../payments/types';
-import { type DiscoveryDeps, discoveryRoute } from '../extensions/bazaar-discovery';
 import { requestFingerprint } from '../extensions/payment-identifier';
 import type { X402Outcome, X402Payments } from '../mechanisms/exact-evm/payments';
 import { refusalError } from '../server/challenge';
 import type { SettlementCopies } from '../server/copies';
 import { checkFacilitatorRequest, FacilitatorRequest, SettleResponse, VerifyResponse } from './requirements';
 
-export const X402_PREFIX = '/api/v1/x402';
+const X402_PREFIX = '/api/v1/x402';
 
 const RATE_LIMITED = 'rate_limited: more than X402_FACILITATOR_PER_MINUTE calls this minute (Retry-After)';
 const UNAVAILABLE =
@@ -37,17 +36,13 @@ function sendRefusal(
   res.status(refusal.status).json({ ...x402Fields, ...envelope });
 }
 
-/** Each named phase and the whole handler (`total`), in ms. */
 function serverTiming(started: number, phases: Record<string, number> = {}): string {
   const parts = Object.entries(phases).map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`);
   parts.push(`total;dur=${(performance.now() - started).toFixed(2)}`);
   return parts.join(', ');
 }
 
-interface SellerGuard {
-  auth: { scheme: string; middleware: RequestHandler };
-  before: RequestHandler[];
-}
+type SellerGuard = Required<Pick<Parameters<typeof defineRoute>[0], 'auth' | 'before'>>;
 
 export interface FacilitatorDeps {
   config: GatewayProxyConfig;
@@ -56,7 +51,6 @@ export interface FacilitatorDeps {
   x402: Pick<X402Payments, 'verify' | 'relayer'>;
   payments: Pick<PaymentService, 'rows'>;
   copies: SettlementCopies;
-  discovery: DiscoveryDeps;
 }
 
 /** Paygate as a facilitator for sellers' x402 servers (escrow only); refusing a payment is x402's 200. */
@@ -72,12 +66,7 @@ export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
       ),
     ],
   };
-  return [
-    supportedRoute(deps, guard),
-    verifyRoute(deps, guard),
-    settleRoute(deps, guard),
-    discoveryRoute(deps.discovery, X402_PREFIX),
-  ];
+  return [supportedRoute(deps, guard), verifyRoute(deps, guard), settleRoute(deps, guard)];
 }
 
 function supportedRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {

@@ -178,7 +178,6 @@ export const READ_CHECKS: readonly ExactEvmCheck[] = [
 
 export const EXACT_EVM_CHECKS = [...LOCAL_CHECKS, ...READ_CHECKS];
 
-/** The first refusal answers. */
 export async function runChecks(
   checks: readonly ExactEvmCheck[],
   input: CheckInput,

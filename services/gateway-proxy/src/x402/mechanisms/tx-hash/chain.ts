@@ -2,14 +2,10 @@ import { decodeTransferLog, sameAddress, type TransferLog } from '@paygate/chain
 import { formatUsdc } from '@paygate/money';
 import type { PaymentProof } from '@paygate/protocol';
 import type { JsonRpcProvider } from 'ethers';
+import type { GatewayProxyConfig } from '../../../config';
 import { failure, type PaymentFailure } from '../../../payments/failures';
 
-interface ChainSettings {
-  usdcAddress: string;
-  escrowAddress: string;
-  confirmations: number;
-}
-
+type ChainSettings = Pick<GatewayProxyConfig, 'usdcAddress' | 'escrowAddress' | 'confirmations'>;
 type TransactionReceipt = NonNullable<Awaited<ReturnType<JsonRpcProvider['getTransactionReceipt']>>>;
 type Verdict =
   | { ok: true; transfer: Pick<TransferLog, 'logIndex' | 'amountMicro'> }
