@@ -1,3 +1,4 @@
+import type { EventData, EventEnvelope, Subject } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { EscrowLedgerConfig } from './config';
@@ -14,3 +15,6 @@ export interface LedgerDeps {
 
 /** The runtime's context typed by the ledger's tables. */
 export type LedgerContext = ServiceContext<LedgerDatabase>;
+
+/** An event as a consumer's handler receives it, its data typed by its subject. */
+export type TypedEnvelope<S extends Subject> = EventEnvelope<S, EventData<S>>;

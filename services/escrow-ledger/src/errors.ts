@@ -1,7 +1,6 @@
 /**
- * The ledger's errors. Answers to a caller are `HttpError`s (libs/http) with a code of reasons.ts; below the HTTP
- * layer one base, `LedgerError`, and a named subclass per situation. A consumer's handler that throws one is
- * redelivered with backoff, then dead-lettered for an operator (replayable): nothing of its transaction is kept.
+ * Below the HTTP layer (whose answers are `HttpError`s with a code of reasons.ts): a consumer's handler that throws
+ * one is redelivered with backoff, then dead-lettered for an operator; nothing of its transaction is kept.
  */
 export class LedgerError extends Error {
   override name = 'LedgerError';
@@ -35,10 +34,7 @@ export class PayoutAddressUnknownError extends LedgerError {
   }
 }
 
-/**
- * Settlement reported an outcome that differs from what the ledger reserved (status, amount or address): money
- * may have left the wallet that the ledger did not reserve for it, so an operator must look.
- */
+/** Settlement reported an outcome other than the reservation: money may have left unreserved; an operator looks. */
 export class ReservationMismatchError extends LedgerError {
   override name = 'ReservationMismatchError';
   constructor(

@@ -4,13 +4,10 @@ import {
   type IdempotentAnswer,
   idempotencyKeyOf,
   idempotentInTransaction,
-  sendIdempotentAnswer,
 } from '@paygate/http';
-import type { Request, Response } from 'express';
+import type { Request } from 'express';
 import { sql } from 'kysely';
 import type { LedgerTrx } from './db';
-
-export type StoredResponse = IdempotentAnswer;
 
 /** The ledger's storage of Idempotency-Keys (its idempotency_keys table), in the transaction that books. */
 function ledgerKeys(trx: LedgerTrx, route: string): IdempotencyStore {
@@ -49,15 +46,10 @@ export function withIdempotency(
   trx: LedgerTrx,
   req: Request,
   sellerId: string,
-  fn: () => Promise<StoredResponse>,
-): Promise<StoredResponse> {
+  fn: () => Promise<IdempotentAnswer>,
+): Promise<IdempotentAnswer> {
   const key = idempotencyKeyOf(req);
   const request = key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
   const route = `${req.method} ${req.baseUrl}${req.route?.path ?? req.path}`;
   return idempotentInTransaction(ledgerKeys(trx, route), request, fn);
-}
-
-/** Sends what withIdempotency answered, marking a replayed answer as checkout and registry do. */
-export function sendStored(res: Response, response: StoredResponse): void {
-  sendIdempotentAnswer(res, response);
 }

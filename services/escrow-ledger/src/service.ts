@@ -22,7 +22,13 @@ import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { payoutConsumers } from './payouts/consumers';
+import { onSellerUpdated } from './payouts/addresses';
+import {
+  onPlatformPayoutCompleted,
+  onPlatformPayoutFailed,
+  onPlatformPayoutRequested,
+} from './payouts/platform';
+import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './payouts/seller';
 import { ReconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
@@ -35,7 +41,7 @@ import { Balances, Transaction } from './views/schemas';
 
 export const OPENAPI_PATH = '/api/v1/openapi/ledger.json';
 
-/** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
+/** The OpenAPI document's own facts; its paths are the declared routes. */
 const ledgerDocument = {
   title: 'Paygate escrow ledger',
   description:
@@ -50,10 +56,6 @@ export interface RunningEscrowLedger extends RunningService<LedgerDatabase> {
   chainCheck: ChainConfirmationCheck;
 }
 
-/**
- * The ledger, built once: its handlers' dependencies, seller auth, the release scheduler and the chain check that
- * kicks it, the buyers' refund request limit, then the routes, consumers and tasks that use them.
- */
 export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<RunningEscrowLedger> {
   const running = await startService({
     name: 'escrow-ledger',
@@ -162,6 +164,42 @@ function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
       subject: 'transfer.refund_requested',
       handler: (trx, e) => onTransferRefundRequested(trx, e, d),
     }),
-    ...payoutConsumers(d),
+    // What leaves escrow is decided here: due payouts and platform payout requests reserved (or refused) with
+    // `payout.reserved` / `payout.refused` in the outbox; settlement's outcomes book them out or give them back.
+    defineConsumer({
+      durable: 'ledger-seller-payout-addresses',
+      subject: 'seller.updated',
+      handler: (trx, e) => onSellerUpdated(trx, e),
+    }),
+    defineConsumer({
+      durable: 'ledger-settlement-due',
+      subject: 'settlement.due',
+      handler: (trx, e) => onSettlementDue(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-requested',
+      subject: 'revenue.payout_requested',
+      handler: (trx, e) => onPlatformPayoutRequested(trx, e, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-payout-failed',
+      subject: 'payout.failed',
+      handler: (trx, e) =>
+        e.data.kind === 'seller'
+          ? onSellerPayoutFailed(trx, e.data, d)
+          : onPlatformPayoutFailed(trx, e.data, d),
+    }),
+    defineConsumer({
+      durable: 'ledger-settlement-completed',
+      subject: 'settlement.completed',
+      handler: (trx, e) => onSettlementCompleted(trx, e, d),
+      concurrency: 4,
+    }),
+    defineConsumer({
+      durable: 'ledger-platform-payout-completed',
+      subject: 'revenue.paid_out',
+      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
+    }),
   ];
 }

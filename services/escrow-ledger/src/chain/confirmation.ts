@@ -17,19 +17,12 @@ type AwaitingTransfer = Row<
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 
 /**
- * Confirms or reverses transfers booked from payment.confirmed before the chain made them final (x402 books a
- * relayed transfer once it is included). Normally the indexer's transfer.observed (published after
- * CONFIRMATIONS) confirms such a transfer; but a reorg that drops it before then leaves the indexer nothing to
- * report, so this check reads the transaction's receipt:
- * - the receipt holds the booked Transfer log (USDC, the payer, the amount) CONFIRMATIONS deep: confirmed;
- * - no such log (no receipt, reverted, or the log is not at its index) and no mined transaction behind it, still
- *   so CONFIRMATIONS blocks after the first miss: reversed, as a reorged transfer is (from the hold, or the
- *   seller's available balance, which may go negative), so the ledger never stays above the chain. If the same
- *   transaction is mined again later (the relayer resends the same bytes), the indexer books it and the payment
- *   claims it again (rebookReversedPayments).
- * An RPC that does not answer changes nothing. Bounded: CHAIN_CHECK_BATCH_SIZE transfers a pass, one receipt read
- * each, the least recently checked first (takeTurns), so transfers the node never answers about cannot keep the
- * others from being checked.
+ * Confirms or reverses transfers booked by a claim before the chain made them final. The indexer's
+ * transfer.observed (after CONFIRMATIONS) normally confirms one, but a reorg that drops it first leaves the indexer
+ * nothing to report, so this reads its receipt: the booked Transfer log (USDC, payer, amount) CONFIRMATIONS deep
+ * confirms it; no such log and no mined transaction, still so CONFIRMATIONS blocks after the first miss, reverses
+ * it as a reorg would, so the ledger never stays above the chain (mined again later, the payment claims it again).
+ * An RPC that does not answer changes nothing. CHAIN_CHECK_BATCH_SIZE a pass, least recently checked first.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -38,10 +31,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   /** Receipts read at once within a pass: a pass's reads overlap, so a backlog is not read one round trip at a time. */
   private static readonly READ_CONCURRENCY = 8;
 
-  /**
-   * `onConfirmed` runs after a pass that confirmed a transfer (the release scheduler's kick: the hold it kept back
-   * is released at once, not a release interval later).
-   */
+  /** `onConfirmed` runs after a pass that confirmed a transfer (the release scheduler's kick). */
   constructor(
     private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
@@ -135,12 +125,9 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   }
 
   /**
-   * The transfers awaiting the chain that this pass checks: the lowest turns (a turn is taken at booking), each given
-   * the next turn as it is read, so it waits behind every other before its next check. Turns are taken when read,
-   * not after the check, so a pass that fails midway still moves on; a row another pass (a replica) is taking is
-   * skipped, not read twice. A transfer last seen in a block not yet CONFIRMATIONS deep at `head` is left for a
-   * later pass (its read could only answer "waiting"), so the turns go to those that can be decided now; a reorg
-   * that moved or dropped it is seen once its old block would have been deep, and a missing one is read every turn.
+   * This pass's transfers: the lowest turns, each given the next turn as it is read (not after the check, so a pass
+   * that fails midway still moves on; rows another replica takes are skipped). One in a block not yet CONFIRMATIONS
+   * deep is left for later (its read could only answer "waiting").
    */
   private async takeTurns(head: bigint): Promise<AwaitingTransfer[]> {
     const deepAtOrBelow = head + 1n - BigInt(this.deps.config.confirmations);
@@ -159,10 +146,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return taken.rows;
   }
 
-  /**
-   * Transfers the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS of their booking: their holds stay held
-   * (money the chain may not have is never paid out), so an operator is told, by gauge and error log.
-   */
+  /** Transfers unconfirmed CHAIN_CONFIRM_TIMEOUT_MS after booking stay held: an operator is told (gauge, error log). */
   private async reportOverdue(): Promise<void> {
     const timeoutMs = this.deps.config.chainConfirmTimeoutMs;
     if (timeoutMs <= 0) return;

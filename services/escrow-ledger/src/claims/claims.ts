@@ -16,13 +16,10 @@ import {
   claimKeyOf,
 } from './statement';
 
-export const CLAIM_TRANSFER_RPC = 'ledger.claim_transfer';
 type ClaimReply = RpcReply<'ledger.claim_transfer'>;
 
-export type { ClaimedVia };
-
 /** What a claim through each payment path spent the transfer on, for the refusal message. */
-export const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
+const CLAIMED_VIA_PURPOSE: Record<ClaimedVia, string> = {
   x402: 'a paid API call (x402 proof)',
   verify: "a seller's POST /api/verify",
   checkout: 'a checkout session',
@@ -51,25 +48,13 @@ interface QueuedClaim {
 
 /**
  * The one command that spends an on-chain transfer and books what it pays for. The first (claimed_via, reference)
- * to ask holds the transfer; with a payment, the claim, the payment's booking (transfer row if the indexer has not
- * reported it yet, transaction, 95/5 entries into holds) and its `payment.confirmed` are one transaction, answered
- * once. A repeat of the same pair is answered ok again (fresh: false) with the payment booked the first time and
- * books nothing; anything else is refused with who holds it. The primary key of `transfer_claims` decides between
- * concurrent claims on every replica (the second waits for the first's commit and is answered from its row); the
- * claim is not announced: checkout learns of another path's claim from the refusal of its own. An operator refund
- * is also checked against the ledger's books when the transfer is booked
- * (reorged away, or a payer/amount other than the books: refused). An operator refund naming an underpaid session
- * (`underpaidSessionId`) takes over checkout's claim for that session when no payment of the transfer is booked:
- * the short transfer paid for nothing and goes back.
- *
- * A gateway's or checkout's claim is on the paid call's path, so the claims that arrive together are one statement
- * (claim_and_book: the claims, then the fresh ones' payments booked), its own transaction: those whose requests
- * came in the same turn of the event loop, or while PAYMENT_CONCURRENCY statements were running (one round trip and
- * one commit for a burst instead of one each). Each claim keeps its own outcome: the statement holds each claim's
- * own insert-or-find, so a claim decides exactly as it would alone; two claims of one transfer never share a
- * statement (the second waits for the next one and is answered from the row the first decided); a statement that
- * fails is run again claim by claim, so one claim's failure is only its own. An operator refund also reads the
- * books and may take a claim over, so it runs alone, in a transaction.
+ * holds the transfer (the primary key of `transfer_claims` decides between replicas); with a payment, the claim,
+ * its booking and its `payment.confirmed` are one transaction. A repeat of the same pair is answered ok again
+ * (fresh: false) with the payment booked the first time; anything else is refused with who holds it. Claims that
+ * arrive together (one turn of the event loop, or while PAYMENT_CONCURRENCY statements run) are one statement, each
+ * deciding as it would alone: two claims of one transfer never share one, and a failed statement is run again claim
+ * by claim. An operator refund reads the books (refused if reorged away or another payer/amount) and may take over
+ * an underpaid session's claim, so it runs alone, in a transaction.
  */
 export class ClaimBatcher {
   private readonly batcher: WriteBatcher<QueuedClaim>;
@@ -102,37 +87,24 @@ export class ClaimBatcher {
   private async writeBatch(batch: QueuedClaim[]): Promise<void> {
     for (const item of batch) this.writing.add(item.key);
     try {
-      await this.writeClaims(batch);
+      const replies = await this.claimAndBook(batch.map((item) => item.request));
+      for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
+    } catch (error) {
+      if (batch.length === 1) batch[0]!.reject(error);
+      else
+        await Promise.all(
+          batch.map((item) =>
+            this.claimAndBook([item.request]).then(([reply]) => item.resolve(reply!), item.reject),
+          ),
+        );
     } finally {
       for (const item of batch) this.writing.delete(item.key);
     }
   }
 
-  private async writeClaims(batch: QueuedClaim[]): Promise<void> {
-    let replies: ClaimReply[];
-    try {
-      replies = await this.claimAndBook(batch.map((item) => item.request));
-    } catch (error) {
-      if (batch.length === 1) {
-        batch[0]!.reject(error);
-        return;
-      }
-      await Promise.all(
-        batch.map((item) =>
-          this.claimAndBook([item.request]).then(([reply]) => item.resolve(reply!), item.reject),
-        ),
-      );
-      return;
-    }
-    for (const [i, item] of batch.entries()) item.resolve(replies[i]!);
-  }
-
   /**
-   * The claims, their payments booked (one statement, its own transaction: claimAndBook), then each claim's reply.
-   * A fresh claim books its payment; a repeat by the same claimant books only when no payment of the transfer
-   * stands any more (reversed by a reorg or the chain check: checkout re-matching its reopened session, a gateway
-   * presenting the payment again), then the claim names the new payment. Decided after the commit: a gateway's or
-   * checkout's claim never takes another over (only an operator refund does, in claimOperatorRefund).
+   * The claims and their payments in one statement (its own transaction), then each claim's reply, decided after
+   * the commit: a gateway's or checkout's claim never takes another over (only claimOperatorRefund does).
    */
   private async claimAndBook(requests: ClaimRequest[]): Promise<ClaimReply[]> {
     const started = performance.now();
@@ -165,10 +137,7 @@ function answeredAs(request: ClaimRequest, { held, booking }: ClaimedAndBooked):
   };
 }
 
-/**
- * Runs a statement that is its own transaction, and again (three runs at most, after a short random pause) when
- * Postgres aborted it for a deadlock or a serialization conflict: nothing of an aborted statement was kept.
- */
+/** Runs a statement (its own transaction) up to three times when Postgres aborts it for a deadlock or conflict. */
 async function statementRetryingConflicts<T>(
   run: () => Promise<T>,
   onConflict: (error: unknown, attempt: number) => void,
@@ -231,22 +200,12 @@ async function decideClaim(
   const txHash = request.txHash.toLowerCase();
   const key = transferKey(request.chainId, txHash, request.logIndex);
   const now = deps.now();
-  if (held.fresh) {
-    return {
-      ok: true,
-      claimId: held.claim_id,
-      fresh: true,
-      claimedAt: new Date(held.claimed_at).toISOString(),
-      ...bookedPaymentOf(held),
-    };
-  }
   const claimedAt = new Date(held.claimed_at).toISOString();
-  if (held.claimed_via === request.claimedVia && held.reference === request.reference) {
-    return { ok: true, claimId: held.claim_id, fresh: false, claimedAt, ...bookedPaymentOf(held) };
+  if (held.fresh || (held.claimed_via === request.claimedVia && held.reference === request.reference)) {
+    return { ok: true, claimId: held.claim_id, fresh: held.fresh, claimedAt, ...bookedPaymentOf(held) };
   }
   // An operator returns the short transfer of an underpaid checkout session: checkout's claim for that session
   // paid for nothing, so the refund takes it over, unless a payment of the transfer is booked (a seller's money).
-  // Only an operator refund takes over, and it runs in a transaction (claimTransfer).
   if (refundTakesOverClaim({ claimedVia: held.claimed_via, reference: held.reference }, request)) {
     const payer = request.payer.toLowerCase();
     const payment = (
@@ -309,7 +268,7 @@ export class ClaimResponder implements BackgroundTask {
   async start(): Promise<void> {
     this.served = await serveRpc(
       this.ctx.bus,
-      CLAIM_TRANSFER_RPC,
+      'ledger.claim_transfer',
       async (request) => {
         const reply = await this.batcher.claim(request);
         const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;

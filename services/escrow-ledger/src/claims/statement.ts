@@ -51,13 +51,10 @@ type ClaimAndBookRow = ClaimOutcomeRow & {
 };
 
 /**
- * Claims each transfer and books the payments the claims bring, in one statement for all of them (the database's
- * claim_and_book, sql/ledger.sql; the requests name distinct transfers, each decides as it would alone). Run on its
- * own, the statement is its own transaction, committed by Postgres as it ends: the shared balance rows the booking
- * locks are never held across a round trip to this process (which a burst of requests keeps busy). A fresh claim
- * inserts its row and books its payment (with its `payment.confirmed`); a repeat by the same claimant books again
- * only when no payment of the transfer stands any more. The requests go in as one JSON array, so the statement is
- * the same whatever their number. One outcome per request, in order.
+ * Claims each transfer (distinct ones) and books the payments the claims bring in one statement, claim_and_book
+ * (sql/ledger.sql), its own transaction: the shared balance rows the booking locks are never held across a round
+ * trip to this process. A fresh claim books its payment; a repeat by the same claimant books again only when no
+ * payment of the transfer stands any more. One outcome per request, in order.
  */
 export async function claimAndBook(
   db: LedgerDb,
@@ -65,7 +62,6 @@ export async function claimAndBook(
   deps: LedgerDeps,
 ): Promise<ClaimedAndBooked[]> {
   const now = deps.now();
-  // createEvent validated each event.
   const items = requests.map((request) => {
     const claimId = newClaimId();
     const payment = request.payment

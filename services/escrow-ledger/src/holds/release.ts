@@ -19,12 +19,10 @@ type DueHold = Row<
 >;
 
 /**
- * Releases up to `limit` holds whose hold period has passed (by the injected clock): the unrefunded seller
- * share moves to the seller's available balance, the platform share to platform revenue, and escrow.released
- * is published. A payment whose transfer the chain has not confirmed yet stays held, however long that takes (an
- * unreachable chain stops payouts of unconfirmed money, never pays it: see ChainConfirmationCheck). A payment whose buyer asked for a refund stays held until the seller decides the request (the
- * next pass after the decision releases what remains). Rows are claimed with FOR UPDATE SKIP LOCKED, so any number of replicas can run this at once.
- * Returns how many holds were released.
+ * Releases up to `limit` holds past their period: the unrefunded seller share to seller_available, the platform
+ * share to platform_revenue, escrow.released. Still held: a payment whose transfer the chain has not confirmed
+ * (an unreachable chain stops payouts of unconfirmed money, never pays it), or with a pending buyer refund request
+ * (until the seller decides). SKIP LOCKED, so replicas run it at once. Returns how many were released.
  */
 export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limit: number): Promise<number> {
   const now = deps.now();
@@ -92,19 +90,11 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
   });
 }
 
-/** How long the oldest due hold has waited past its hold period, by what it waits for (seconds; 0: none). */
-interface DueHoldAges {
-  /** Its transfer is confirmed by the chain: only a release pass stands between it and the seller. */
-  releaseSeconds: number;
-  /** Its transfer is not yet confirmed by the chain (the indexer or the receipt check, chain/confirmation.ts). */
-  chainSeconds: number;
-}
-
 /**
- * The age of the oldest hold past its hold period and still held, apart from those a pending buyer refund request
- * holds (they wait for the seller's decision, not for the ledger). One indexed read of held transactions.
+ * Seconds the oldest due hold has waited (0: none), by what it waits for: `release` (its transfer is confirmed, only
+ * a pass stands between it and the seller) or `chain`. Not those a pending buyer refund request holds.
  */
-async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps): Promise<DueHoldAges> {
+async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
   const now = deps.now();
   const rows = await sql<{ waiting: 'release' | 'chain'; oldest: Date | null }>`select
         case when exists (select 1 from transfers tr
@@ -129,11 +119,9 @@ async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps): Promise<DueHol
 }
 
 /**
- * Runs releaseDueHolds every `releaseIntervalMs`, a bounded number of batches per pass, and at once when kicked
- * (the chain check kicks it when it confirmed a transfer). So a due hold whose transfer is confirmed waits at most
- * RELEASE_INTERVAL_MS plus the passes ahead of it (RELEASE_BATCH_SIZE × 20 a pass, the next pass at once while more
- * remain); each pass sets ledger_holds_due_oldest_seconds and logs an error when a confirmed one has waited past
- * RELEASE_BOUND_MS.
+ * Runs releaseDueHolds every RELEASE_INTERVAL_MS (RELEASE_BATCH_SIZE × 20 a pass, the next at once while more
+ * remain) and at once when the chain check kicks it; each pass sets ledger_holds_due_oldest_seconds and logs an
+ * error when a confirmed hold waited past RELEASE_BOUND_MS.
  */
 export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -160,10 +148,7 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
     );
   }
 
-  /**
-   * Resolves once a pass of the loop that started after this call has ended (tests): unlike a pass beside the loop,
-   * it cannot miss a hold that a kicked pass holds locked at that moment.
-   */
+  /** Resolves once a loop pass started after this call ended (tests): it cannot miss a hold a kicked pass locks. */
   passSoon(): Promise<void> {
     return this.loop.runSoon();
   }

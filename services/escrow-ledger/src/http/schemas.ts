@@ -13,10 +13,6 @@ export const UsdcAmount = Type.String({
   examples: ['9.5'],
 });
 export const IsoTime = Type.String({ format: 'date-time' });
-export const Address = Type.String({
-  pattern: '^0x[0-9a-fA-F]{40}$',
-  description: '0x-prefixed 20-byte address',
-});
 export const TxHash = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
 
 export const TransactionIdPattern = '^txn_[0-9A-Z]{26}$';

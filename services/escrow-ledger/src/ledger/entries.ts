@@ -1,10 +1,9 @@
 import { sql } from 'kysely';
 import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 
-/** The account kinds live with the schema (db.ts); re-exported for the entry builders' callers. */
 export type { AccountKind };
 
-export interface EntryLine {
+interface EntryLine {
   kind: AccountKind;
   /** The seller id for per-seller accounts; empty for the single platform-wide ones. */
   owner?: string;
@@ -25,7 +24,7 @@ export const credit = (kind: AccountKind, amountMicro: bigint, owner = ''): Entr
   amountMicro,
 });
 
-export interface EntryInput {
+interface EntryInput {
   /** Unique per effect: a repeated key posts nothing (the effect is already on the books). */
   idempotencyKey: string;
   entryType: string;
@@ -43,10 +42,7 @@ function linesOf(input: EntryInput) {
   });
 }
 
-/**
- * Posts one journal entry through the database function `post_entry`, which refuses an unbalanced entry
- * (at commit), a balance below its account's floor, and a repeated idempotency key (returns null then).
- */
+/** Posts one entry (`post_entry` refuses it unbalanced or below a floor); null when its key was used. */
 export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigint | null> {
   const lines = JSON.stringify(linesOf(input));
   const result = await sql<{
@@ -59,10 +55,8 @@ export async function postEntry(trx: LedgerTrx, input: EntryInput): Promise<bigi
 }
 
 /**
- * Posts many entries in one statement (the database function `post_entries`: the same checks as postEntry, a
- * repeated key posts nothing). The balance rows it touches are locked by that one statement, in account id order,
- * until the commit: posting last in a transaction holds the shared accounts (platform_held, suspense) for the
- * shortest time. Reversals are posted one by one (postEntry).
+ * Posts many entries in one statement (`post_entries`, postEntry's checks), locking their balance rows in account
+ * id order until the commit: posted last, the shared accounts are held the shortest time. Not reversals.
  */
 export async function postEntries(trx: LedgerTrx, inputs: EntryInput[]): Promise<void> {
   if (inputs.length === 0) return;
@@ -81,11 +75,9 @@ export async function postEntries(trx: LedgerTrx, inputs: EntryInput[]): Promise
 }
 
 /**
- * Creates the accounts a transaction will post to that do not exist yet, in the one global (kind, owner) order
- * post_entries and refunds use, before the transaction locks any balance row. Creating an account while
- * holding balance rows deadlocks: another transaction may have created the same account (its insert not yet
- * committed, so ours waits for it) and be waiting for one of those rows (make chaos: a refund against the
- * hold release, services/escrow-ledger/test/refund-deadlock.test.ts).
+ * Creates missing accounts in the one global (kind, owner) order post_entries uses, before the transaction locks
+ * any balance row: creating one while holding balance rows deadlocks with a transaction that created it
+ * uncommitted and waits for one of those rows (refund-deadlock.test.ts).
  */
 export async function ensureAccounts(
   trx: LedgerTrx,
@@ -117,10 +109,7 @@ export async function accountBalance(db: LedgerDb, kind: AccountKind, owner = ''
   return row?.balance_micro ?? 0n;
 }
 
-/**
- * Locks (creating if needed) one account row and returns its balance: serialises decisions on it. NO KEY UPDATE,
- * as the balance trigger takes.
- */
+/** Locks (creating if needed) one account row, NO KEY UPDATE as the balance trigger, and returns its balance. */
 export async function lockAccount(trx: LedgerTrx, kind: AccountKind, owner = ''): Promise<bigint> {
   await sql`select ledger_account(${kind}, ${owner})`.execute(trx);
   const row = await trx

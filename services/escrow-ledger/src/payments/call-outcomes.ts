@@ -1,6 +1,6 @@
-import type { EventData, EventEnvelope } from '@paygate/contracts';
-import type { Transaction } from 'kysely';
-import type { LedgerDatabase, LedgerTrx, PaymentCallAttemptsTable } from '../db';
+import type { EventEnvelope } from '@paygate/contracts';
+import type { LedgerTrx, PaymentCallAttemptsTable } from '../db';
+import type { TypedEnvelope } from '../deps';
 
 type CallAttemptEvent = EventEnvelope<
   'payment.call_failed' | 'payment.call_recovered',
@@ -11,13 +11,10 @@ type CallOutcome = Omit<
   'recorded_at' | 'payment_id' | 'attempt' | 'seller_id' | 'event_id'
 >;
 
-/**
- * An attempt is keyed by the event's payment, attempt and seller, and recorded once whatever delivers it again (the
- * inbox skips a seen event id; the key a copy).
- */
+/** Recorded once per (payment, attempt), whatever delivers it again (the inbox skips a seen event id). */
 async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: CallOutcome): Promise<void> {
   const d = event.data;
-  await (trx as Transaction<LedgerDatabase>)
+  await trx
     .insertInto('payment_call_attempts')
     .values({
       payment_id: d.paymentId,
@@ -33,7 +30,7 @@ async function recordAttempt(trx: LedgerTrx, event: CallAttemptEvent, outcome: C
 /** payment.call_failed: the seller failed a paid call; the buyer may retry until retryUntil. */
 export function onPaymentCallFailed(
   trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_failed', EventData<'payment.call_failed'>>,
+  event: TypedEnvelope<'payment.call_failed'>,
 ): Promise<void> {
   const d = event.data;
   return recordAttempt(trx, event, {
@@ -48,7 +45,7 @@ export function onPaymentCallFailed(
 /** payment.call_recovered: a retry of a failed call was served within its window. */
 export function onPaymentCallRecovered(
   trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_recovered', EventData<'payment.call_recovered'>>,
+  event: TypedEnvelope<'payment.call_recovered'>,
 ): Promise<void> {
   const d = event.data;
   return recordAttempt(trx, event, {

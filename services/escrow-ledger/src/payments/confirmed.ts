@@ -33,11 +33,9 @@ export interface ClaimedPayment {
 type PaymentToBookWire = NonNullable<ClaimRequest['payment']>;
 
 /**
- * A paid call's payment (source x402) is not released before `callOutcomeWindowMs` after its claim, whatever its
- * hold period: the claim comes before the call is forwarded, and the gateway's report of a call its seller failed
- * (payment.call_failed, which holds the payment until its refund is decided) must reach the ledger before the
- * seller's share can be paid out. Released earlier, a payout could take the share and leave the refund waiting for
- * the seller's money (make chaos seed 1386432968).
+ * A paid call's payment (x402) is not released before `callOutcomeWindowMs` after its claim, whatever its hold
+ * period: the claim comes before the call is forwarded, and the gateway's payment.call_failed must reach the ledger
+ * before the seller's share can be paid out, or a payout could take it and leave the refund without the money.
  */
 export function paymentToBook(
   { request, payment }: ClaimedPayment,
@@ -76,13 +74,10 @@ export interface ClaimedBooking {
 }
 
 /**
- * The payments of fresh claims, booked in the claims' own transaction: each amount moves from suspense (the
- * transfer row and its transfer_in entry first, when the chain-indexer has not reported it yet) into holds for
- * the seller (95%) and the platform (5%), and each booked payment's `payment.confirmed` goes into the ledger's
- * outbox in the same transaction, a fact for the notifier and the live channel. The claim already decided that the
- * transfer is this payment's; the database function book_payments (one round trip for the batch: the bookings and
- * the events of those booked) still records a conflict for an operator where the books disagree (a transfer
- * reorged away: parked until mined again; an amount above the transfer's). One outcome per claim, in order.
+ * Books claimed payments in the caller's transaction through book_payments (one round trip): each amount from
+ * suspense (the transfer booked first if the indexer has not reported it) into the 95/5 holds, with its
+ * `payment.confirmed` in the outbox; where the books disagree (transfer reorged away, amount above the transfer's)
+ * a conflict for the operator instead. One outcome per claim, in order.
  */
 export async function bookClaimedPayments(
   trx: LedgerTrx,
@@ -134,10 +129,7 @@ export function reportConflict(
   );
 }
 
-/**
- * `payment.confirmed` of a payment as book_payments books it (the ledger's clock confirms it); createEvent validated
- * it, and book_payments writes it to the outbox only if the payment is booked.
- */
+/** `payment.confirmed` of a payment to book; book_payments writes it to the outbox only if the payment is booked. */
 export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   return createEvent(
     'payment.confirmed',
@@ -183,12 +175,10 @@ type ReversedPayment = Pick<
 >;
 
 /**
- * A payment reversed because its transfer left the chain, whose very transaction (same hash: the relayer resends
- * the same signed bytes, or a reorg mined it again) is on the chain again and booked unclaimed: the payment claims
- * it again, as a new transaction, at the transfer's current log index (a re-mined transaction's log index is that
- * of its new block). Matched by chain, transaction hash, payer and amount, so it is the same money; a payment is
- * live at most once. Reversed as not on chain: any payment. Reversed by a reorg: a gateway (x402) payment, whose
- * call was served and which nothing else books again; checkout re-matches its reopened session itself.
+ * A payment reversed because its transfer left the chain, whose very transaction is on the chain again (the
+ * relayer resent the same bytes, or a reorg mined it again) and booked unclaimed, claims it again as a new
+ * transaction at its current log index. Matched by chain, hash, payer and amount, so it is the same money; a payment
+ * is live at most once. Reversed by a reorg, only a gateway (x402) payment: checkout re-matches its session itself.
  */
 export async function rebookReversedPayments(
   trx: LedgerTrx,

@@ -1,9 +1,8 @@
 import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
-import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 import { settleRefundReceivables } from '../refunds/receivables';
@@ -27,7 +26,7 @@ function observedRow(trx: LedgerTrx, chainId: number, txHash: string, logIndex: 
     .where('log_index', '=', logIndex);
 }
 
-type TransferObserved = EventEnvelope<'transfer.observed', EventData<'transfer.observed'>>;
+type TransferObserved = TypedEnvelope<'transfer.observed'>;
 
 export async function onTransferObserved(
   trx: LedgerTrx,
@@ -72,10 +71,7 @@ export async function onTransferObserved(
   await confirmBookedTransfer(trx, event, existing, deps);
 }
 
-/**
- * The observation of a block whose reorg was handled first (see takeReorgTombstone): nothing is booked. A transfer
- * booked meanwhile by a payment's claim stands on that block too, unless it names another: it is reversed.
- */
+/** An observation of a block whose reorg was handled first: nothing booked; a claim's booking on it is reversed. */
 async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps): Promise<void> {
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
@@ -88,9 +84,8 @@ async function onStaleObservation(trx: LedgerTrx, event: TransferObserved, deps:
 }
 
 /**
- * A transfer booked by a payment's claim, now observed by the indexer (which publishes after CONFIRMATIONS): the
- * chain confirms it, in the block it names, and an amount above the one the claim reported is booked too (into
- * suspense: the payment stays as claimed). Confirming never books the payment again.
+ * A transfer booked by a payment's claim, now observed (after CONFIRMATIONS): confirmed in the block it names; an
+ * amount above the claim's is booked into suspense (the payment stays as claimed), never the payment again.
  */
 async function confirmBookedTransfer(
   trx: LedgerTrx,
@@ -129,13 +124,10 @@ async function confirmBookedTransfer(
 }
 
 /**
- * A transfer that a reorg removed was mined again (same chainId:txHash:logIndex, another block): the money is in
- * the escrow wallet again, so it is booked again as a new inclusion (into suspense, unclaimed). Its reversed
- * transaction stays reversed (history); what its claim booked is reinstated, never a second payment: a payment
- * whose claim came while the transfer was reorged away was parked as a `transfer_reorged` conflict and is booked
- * now (its first booking: payment.confirmed then) and the conflict resolved; a gateway (x402) payment the reorg
- * reversed is booked again under its payment id (rebookReversedPayments); checkout re-matches its reopened session
- * with a claim of its own.
+ * A transfer a reorg removed was mined again (same key, another block): booked again as a new inclusion, into
+ * suspense, unclaimed; its reversed transaction stays reversed. What its claim booked is reinstated, never a second
+ * payment: a payment parked while it was reorged away (bookParkedPayment), else a reversed gateway payment
+ * (rebookReversedPayments); checkout re-matches its reopened session with a claim of its own.
  */
 async function reincludeTransfer(
   trx: LedgerTrx,
@@ -174,10 +166,7 @@ async function reincludeTransfer(
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
 }
 
-/**
- * The payment parked as a `transfer_reorged` conflict while its transfer was reorged is booked now, and the
- * conflict resolved. False when no payment was parked.
- */
+/** Books the payment parked as a `transfer_reorged` conflict and resolves it; false when none was parked. */
 async function bookParkedPayment(trx: LedgerTrx, event: TransferObserved, deps: LedgerDeps) {
   const d = event.data;
   const parked = await sql<

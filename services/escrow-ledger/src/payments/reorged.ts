@@ -1,9 +1,8 @@
 import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
-import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
@@ -37,10 +36,7 @@ interface ReversalCause {
 const reasonTextOf = (cause: ReversalCause) =>
   cause.reason === 'transfer_reorged' ? 'transfer reorged' : 'transfer not on chain';
 
-/**
- * A refund was made of money that never arrived (the transfer left the chain): the conflict the operator sees,
- * named by the transfer; the caller says who owes it and how much.
- */
+/** A refund of money that never arrived (the transfer left the chain): the operator's conflict, by transfer. */
 function recordReorgAfterRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -62,14 +58,10 @@ function recordReorgAfterRefund(
   });
 }
 
-/**
- * A transfer left the canonical chain: reverse what it caused. The unrefunded part of its transaction is taken
- * back from wherever it sits (holds, or the seller's available balance, which may go negative) into suspense,
- * then the transfer itself is reversed out of suspense and the escrow asset.
- */
+/** A transfer left the canonical chain: reverse what it caused (reverseTransfer). */
 export async function onTransferReorged(
   trx: LedgerTrx,
-  event: EventEnvelope<'transfer.reorged', EventData<'transfer.reorged'>>,
+  event: TypedEnvelope<'transfer.reorged'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
@@ -95,10 +87,7 @@ export async function onTransferReorged(
   await reverseIfOnBlock(trx, deps, transfer, d.blockHash, event.id);
 }
 
-/**
- * Reverses a booked transfer (locked by the caller) that stands on `blockHash`, a block that left the chain; one
- * booked on another block (mined again before the reorg was handled) or already reversed is left alone.
- */
+/** Reverses a locked booked transfer on `blockHash`; one on another block (mined again) or reversed is left. */
 export async function reverseIfOnBlock(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -126,10 +115,9 @@ export async function reverseIfOnBlock(
 }
 
 /**
- * Reverses a booked transfer that is not on the chain (locked by the caller, status `observed`): the unrefunded part
- * of the transaction that claimed it is taken back from wherever it sits (holds, or the seller's available
- * balance, which may go negative) into suspense, then the transfer itself out of suspense and the escrow asset.
- * The entries' keys are those of a reorg, so a later transfer.reorged for the same inclusion changes nothing.
+ * Reverses a locked booked transfer that is not on the chain: the transaction that claimed it back into suspense
+ * (reverseClaimingTransaction), then the transfer out of suspense and escrow_asset. The keys are a reorg's, so a
+ * later transfer.reorged of the same inclusion changes nothing.
  */
 export async function reverseTransfer(
   trx: LedgerTrx,
@@ -200,9 +188,9 @@ export async function reverseTransfer(
 }
 
 /**
- * The transaction that claimed the transfer is reversed: its unrefunded part back into suspense, and its refunded
- * part too, owed by the seller (the refund left escrow, the payment's money did not arrive). Returns what of the
- * transfer is in suspense then, to be reversed out of escrow_asset: all of it.
+ * Reverses the transaction that claimed the transfer: its unrefunded part from wherever it sits (holds, or
+ * seller_available, which may go negative) into suspense, and its refunded part too, owed by the seller. Returns
+ * what of the transfer is then in suspense: all of it.
  */
 async function reverseClaimingTransaction(
   trx: LedgerTrx,

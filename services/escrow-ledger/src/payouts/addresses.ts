@@ -1,16 +1,9 @@
-import type { EventData, EventEnvelope } from '@paygate/contracts';
 import { sql } from 'kysely';
 import type { LedgerTrx } from '../db';
+import type { TypedEnvelope } from '../deps';
 
-/**
- * The ledger's own view of where each seller is paid (`seller.updated`, newer revisions only): a payout is
- * reserved for, and sent to, the address this view holds when the ledger decides it, never one another service
- * names.
- */
-export async function onSellerUpdated(
-  trx: LedgerTrx,
-  event: EventEnvelope<'seller.updated', EventData<'seller.updated'>>,
-): Promise<void> {
+/** The ledger's own view of where each seller is paid (newer revisions only): payouts go there, nowhere else. */
+export async function onSellerUpdated(trx: LedgerTrx, event: TypedEnvelope<'seller.updated'>): Promise<void> {
   const seller = event.data;
   await sql`insert into seller_payout_addresses (seller_id, revision, payout_address)
       values (${seller.sellerId}, ${seller.revision}, ${seller.payoutAddress.toLowerCase()})

@@ -1,14 +1,14 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 
-export const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
+const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
 
 type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
@@ -25,15 +25,13 @@ async function lockedPlatformPayout(
 }
 
 /**
- * `revenue.payout_requested` (an operator's platform payout): in this one transaction the whole platform revenue
- * balance moves to platform_payout_pending for `payoutId`, to be sent to the treasury address the request names,
- * and `payout.reserved` (kind platform) is enqueued; with nothing to pay, `payout.refused`. Per payoutId once; the
- * revenue account's lock serialises two payouts, so the second finds nothing (only what the account holds leaves
- * escrow).
+ * `revenue.payout_requested`: the whole platform revenue to platform_payout_pending for the treasury address the
+ * request names, `payout.reserved`; nothing to pay: `payout.refused`. Once per payoutId; the revenue account's lock
+ * serialises two payouts, so the second finds nothing.
  */
 export async function onPlatformPayoutRequested(
   trx: LedgerTrx,
-  event: EventEnvelope<'revenue.payout_requested', EventData<'revenue.payout_requested'>>,
+  event: TypedEnvelope<'revenue.payout_requested'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const { payoutId, treasuryAddress } = event.data;
@@ -118,7 +116,7 @@ export async function onPlatformPayoutFailed(
 /** The platform payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onPlatformPayoutCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'revenue.paid_out', EventData<'revenue.paid_out'>>,
+  event: TypedEnvelope<'revenue.paid_out'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

@@ -1,36 +1,32 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope, type TraceContext } from '@paygate/contracts';
+import { createEvent, type EventData, type TraceContext } from '@paygate/contracts';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
-/** A reservation as payouts read it: its row (db.ts) without the transfer's bookkeeping columns. */
-export type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
+type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
 
 /** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
-export const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
+const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
 /** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
 const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` : formatUsdc(micro));
 
 /**
- * `settlement.due`: the ledger decides the seller's payout in this one transaction (the inbox's). It moves the
- * seller's payable available balance to payout-pending when it is > 0 and >= the minimum, and enqueues
- * `payout.reserved` naming the amount and the payout address of the ledger's own seller view; otherwise
- * `payout.refused`. Per settlementId: a reservation stands (a repeat changes nothing, its event is already in the
- * outbox); a refusal reserved nothing, so a later `settlement.due` of the same id (settle-now after money became
- * available in the period) is decided again.
+ * `settlement.due`: reserves the seller's payable balance (> 0 and >= the minimum) to the ledger's own payout
+ * address, `payout.reserved`; else `payout.refused`. Per settlementId a reservation stands; a refusal reserved
+ * nothing, so a later due of the same id (settle-now after money became available) is decided again.
  */
 export async function onSettlementDue(
   trx: LedgerTrx,
-  event: EventEnvelope<'settlement.due', EventData<'settlement.due'>>,
+  event: TypedEnvelope<'settlement.due'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const due = event.data;
@@ -140,10 +136,7 @@ export async function onSettlementDue(
 /** Paid calls' trace contexts named on one payout span, at most (the oldest payments'). */
 const PAID_TRACES_PER_PAYOUT = 32;
 
-/**
- * The trace contexts of the payments a payout pays, as their bookings kept them (the payment entry's memo `trace`:
- * the claim's context, the paid call's trace). A booking without one (booked again after a reorg) adds none.
- */
+/** The paid calls' trace contexts, from each payment entry's memo `trace` (a re-booking after a reorg has none). */
 async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Promise<TraceContext[]> {
   if (transactionIds.length === 0) return [];
   // A payment booked again after a reorg has a payment entry per inclusion: its latest names it.
@@ -161,8 +154,8 @@ async function paidPaymentTraces(trx: LedgerTrx, transactionIds: string[]): Prom
 }
 
 /**
- * What of the seller's available balance may be paid out (locked): all of it but the unrefunded seller share of
- * released payments with a buyer's pending refund request, and the released payments the payout takes.
+ * What of the seller's available balance may be paid out (locked): all but the unrefunded seller share of released
+ * payments with a pending buyer refund request; and the released payments the payout takes.
  */
 async function lockPayableBalance(
   trx: LedgerTrx,
@@ -197,8 +190,7 @@ async function lockedReservation(trx: LedgerTrx, settlementId: string): Promise<
 }
 
 /**
- * `payout.failed` of a seller payout: nothing left escrow (never signed, or reverted), so the reservation goes
- * back to the seller's available balance, once (its status and the entry's idempotency key). Only this event
+ * `payout.failed`: nothing left escrow, so the reservation goes back to seller_available, once. Only this event
  * gives a reservation back: nothing cancels one while settlement may still send it.
  */
 export async function onSellerPayoutFailed(
@@ -242,7 +234,7 @@ export async function onSellerPayoutFailed(
 /** The payout was confirmed on chain: the reserved USDC left the escrow wallet. */
 export async function onSettlementCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'settlement.completed', EventData<'settlement.completed'>>,
+  event: TypedEnvelope<'settlement.completed'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

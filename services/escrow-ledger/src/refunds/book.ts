@@ -1,10 +1,10 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
 import type { LedgerTrx, RefundsTable, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { UnknownRecordError } from '../errors';
 import { newRefundId } from '../ids';
 import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
@@ -23,11 +23,7 @@ export type TransactionForRefund = Row<
   | 'escrow_status'
 >;
 
-/**
- * A refund as it is read. `unmatched_transfer`: money no payment claimed, sent back from suspense (no transaction,
- * no seller). `unserved_batch`: one transfer carrying a payer's refunds of unserved calls (unserved/decide.ts; no
- * transaction, no seller: each of them is a `payment` refund of its own).
- */
+/** A refund row; `unmatched_transfer` and `unserved_batch` ones have no transaction and no seller. */
 export type RefundRow = Selectable<RefundsTable>;
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
@@ -87,11 +83,9 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
 }
 
 /**
- * Every refund is an on-chain transfer from the escrow wallet, on its one nonce, ahead of payouts: a refund below
- * REFUND_MIN_AMOUNT (400), or a partial one beyond REFUND_MAX_PARTIAL_PER_TRANSACTION on this transaction (409), is
- * refused, so one payment cannot be split into thousands of dust transfers. A refund of all that remains is always
- * accepted, however small, so every payment can still be refunded in full. Called with the transaction locked, so
- * concurrent refunds of it count each other.
+ * Every refund is an escrow transfer on its one nonce, ahead of payouts: one below REFUND_MIN_AMOUNT (400), or a
+ * partial one beyond REFUND_MAX_PARTIAL_PER_TRANSACTION (409), is refused, so a payment cannot be split into dust.
+ * All that remains is always accepted. Called with the transaction locked, so concurrent refunds count each other.
  */
 async function assertNotDust(
   trx: LedgerTrx,
@@ -194,15 +188,9 @@ function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amoun
 }
 
 /**
- * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated).
- *
- * Fee rule: every refund is split like the payment, 95% borne by the seller and 5% by the platform, which
- * returns its fee in proportion. The split is cumulative (floor(total refunded * 95%) minus what the seller
- * already bore), so partial refunds add up exactly to the original shares. While the money is held the parts
- * come out of the holds (instant, nothing owed); after release (available, in a payout, or settled) the
- * seller part is debited from the seller's available balance and the platform part from platform revenue.
- * Either way the seller must still have the money with Paygate (checkSellerCanPay): its available balance may
- * go negative only while its held money (or an operator's credit) covers it.
+ * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated). Split
+ * like the payment (splitRefund), out of the holds while held, else out of seller_available and platform_revenue;
+ * either way the seller must still have the money with Paygate (checkSellerCanPay).
  */
 export async function bookRefund(
   trx: LedgerTrx,
@@ -245,21 +233,12 @@ export async function bookRefund(
   return row;
 }
 
-/** The seller's money with Paygate, locked for a refund decision. */
-export interface SellerFunds {
-  held: bigint;
-  /** May be negative: owed, covered by held money (netted when it is released) or by an operator's credit. */
-  available: bigint;
-  creditLimit: bigint;
-  platformRevenue: bigint;
-}
-
 /**
- * Locks every account a payment refund posts to, in id order (the order post_entry's balance trigger takes
- * them, so a refund never deadlocks with a release or a payment batch), and reads the seller's credit limit.
- * A concurrent refund of the same seller waits here and then reads the balances this one left.
+ * The seller's money with Paygate (available may be negative: owed, covered by held money or credit): locks every
+ * account a payment refund posts to, in id order (post_entry's balance trigger's order, so a refund never
+ * deadlocks with a release or a payment batch); a concurrent refund of the seller waits here for this one.
  */
-export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise<SellerFunds> {
+async function lockSellerFunds(trx: LedgerTrx, sellerId: string) {
   const accounts: Array<[AccountKind, string]> = [
     ['platform_held', ''],
     ['platform_revenue', ''],
@@ -291,10 +270,9 @@ export async function lockSellerFunds(trx: LedgerTrx, sellerId: string): Promise
 }
 
 /**
- * Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available, plus
- * the credit an operator granted). Its balance after the refund may not go below -creditLimit; otherwise the
- * refund would be paid with other sellers' money, and it is refused (409 insufficient_seller_balance, naming
- * the shortfall). Checked under the account locks, in the transaction that books the refund.
+ * Escrow is shared: a refund is paid only from what the seller still has with Paygate (held + available + the
+ * operator's credit), else other sellers' money would pay it: 409 insufficient_seller_balance, naming the shortfall.
+ * Checked under the account locks, in the transaction that books the refund.
  */
 async function checkSellerCanPay(
   trx: LedgerTrx,
@@ -335,13 +313,10 @@ async function checkSellerCanPay(
   }
 }
 
-/**
- * Settlement sent the refund on chain: the USDC left the escrow wallet. The same for both kinds: a refund of a
- * payment and one of an unmatched transfer both sit in refund_pending until then.
- */
+/** Settlement sent the refund on chain: the USDC left escrow (every kind sits in refund_pending until then). */
 export async function onRefundCompleted(
   trx: LedgerTrx,
-  event: EventEnvelope<'refund.completed', EventData<'refund.completed'>>,
+  event: TypedEnvelope<'refund.completed'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;

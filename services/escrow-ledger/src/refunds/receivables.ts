@@ -5,15 +5,10 @@ import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } fr
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
 
 /**
- * Refund receivables: an unmatched transfer an operator refunded (refunds/unmatched.ts) and that a reorg then
- * dropped. The refund left escrow (or will: settlement sends every booked refund), the transfer's money never
- * arrived, so the payer holds a refund of nothing. The transfer's reversal takes its amount out of escrow_asset
- * against `refund_receivable` owned by the payer's address (payments/reorged.ts), so the ledger stays at the chain
- * and the loss is on the books, by payer (reconciliation's exposure.owedByPayers, and the `reorg_after_refund`
- * conflict). When the same transaction is mined again its money arrives again: it is booked as usual (into
- * suspense), then pays the payer's debt (D suspense / C refund_receivable) and stays the refunded transfer (never
- * claimable nor refundable again). A transaction mined again at another log index is a new transfer row: it is
- * marked refunded by the same refund.
+ * Refund receivables: an unmatched transfer refunded (refunds/unmatched.ts), then dropped by a reorg, so the payer
+ * holds a refund of nothing. Its reversal takes the amount out of escrow_asset against the payer's
+ * `refund_receivable`, so the ledger stays at the chain with the loss on the books. Mined again (even at another log
+ * index), its money pays the debt (D suspense / C refund_receivable) and it stays refunded.
  */
 
 type OpenReceivable = Pick<
@@ -24,11 +19,9 @@ type OpenReceivable = Pick<
 type Arrival = Row<'transfers', 'log_index' | 'inclusion'>;
 
 /**
- * What the payer of a refunded unmatched transfer owes now that this inclusion of it is dropped: recorded once per
- * inclusion, its account created before any balance row is locked. `amountMicro` is what the reversal moves out of
- * escrow_asset against it: the transfer's amount; or 0 when escrow_asset holds less than that (the refund, sent from
- * escrow, cannot stand on a chain where escrow lacks the transfer's money: its resend fails, and booking it out
- * would take escrow_asset below the chain, and below zero). Then nothing is owed, and the conflict says so.
+ * What the payer owes now this inclusion is dropped (once per inclusion; its account created before any balance row
+ * is locked): the transfer's amount, or 0 when escrow_asset holds less (the refund cannot stand on a chain where
+ * escrow lacks the money, and booking it out would take escrow_asset below the chain).
  */
 export async function refundReceivableOnReorg(
   trx: LedgerTrx,
@@ -75,11 +68,8 @@ export async function refundReceivableOnReorg(
 }
 
 /**
- * Settles the open receivables of a transaction from its transfers on the chain again: the same transfer
- * re-included (a later inclusion), or the same transaction mined at another log index (a transfer nobody claimed
- * nor refunded, from the payer, of the amount). Each arrival settles one receivable at most (its money moves from
- * suspense, key per arrival) and is marked refunded by the receivable's refund. Called when a transfer of the
- * transaction is booked or re-included, and when a receivable is opened (the arrival may have been booked first).
+ * Settles a transaction's open receivables from its arrivals on the chain again (a later inclusion, or another log
+ * index unclaimed, from the payer, of the amount): one receivable per arrival at most, the arrival marked refunded.
  */
 export async function settleRefundReceivables(
   trx: LedgerTrx,

@@ -1,16 +1,17 @@
 import {
   badRequest,
+  type IdempotentAnswer,
   idempotencyKeyParameter,
   rateLimitMiddleware,
   type SharedRateLimiter,
+  sendIdempotentAnswer,
 } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Request, RequestHandler, Response } from 'express';
 import type { LedgerTrx } from '../db';
-
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { type StoredResponse, sendStored, withIdempotency } from '../idempotency';
+import { withIdempotency } from '../idempotency';
 
 /** What the refund routes are built from: the service, the ledger's dependencies and the seller API key check. */
 export interface RefundRouteContext {
@@ -22,9 +23,8 @@ export interface RefundRouteContext {
 }
 
 /**
- * Refunds booked per seller per minute: each one is an escrow transfer settlement sends on the escrow's one
- * nonce, so one seller may not queue them ahead of everyone's payouts. Counted in Postgres on every hit (shared by
- * the replicas, exact), before the refund is decided; over the limit 429 rate_limited with Retry-After.
+ * Refunds booked per seller per minute: each is an escrow transfer on the escrow's one nonce, so one seller may not
+ * queue them ahead of everyone's payouts. Counted in Postgres on every hit, before the refund is decided.
  */
 export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
   return rateLimitMiddleware(
@@ -58,7 +58,7 @@ export async function sendSellerWrite(
   ctx: LedgerContext,
   req: { seller?: { sellerId: string } },
   res: Response,
-  write: (trx: LedgerTrx, sellerId: string) => Promise<StoredResponse>,
+  write: (trx: LedgerTrx, sellerId: string) => Promise<IdempotentAnswer>,
   options?: { retryConflicts?: boolean },
 ): Promise<void> {
   const sellerId = sellerOf(req);
@@ -67,7 +67,7 @@ export async function sendSellerWrite(
     (trx) => withIdempotency(trx, req as Request, sellerId, () => write(trx, sellerId)),
     options,
   );
-  sendStored(res, response);
+  sendIdempotentAnswer(res, response);
 }
 
 export const idempotencyKey = idempotencyKeyParameter(

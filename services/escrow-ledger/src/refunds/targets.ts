@@ -6,7 +6,7 @@ import type { LedgerDeps } from '../deps';
 import { LedgerReason } from '../reasons';
 
 /** A payment as a buyer's refund request sees it. */
-export type RequestedTransaction = Row<
+type RequestedTransaction = Row<
   'transactions',
   | 'id'
   | 'seller_id'
@@ -45,6 +45,9 @@ export function refundTargetOf(body: {
     : { txHash: body.txHash!.toLowerCase(), logIndex: body.logIndex };
 }
 
+const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
+  payment_id`;
+
 const notBooked = (what: string) =>
   new HttpError(
     404,
@@ -62,8 +65,6 @@ export async function findRequestedTransaction(
   deps: LedgerDeps,
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
-  const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
-    payment_id`;
   const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
   let rows: RequestedTransaction[];
   if ('transactionId' in target) {
@@ -101,9 +102,9 @@ export async function findTransactionForUpdate(
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
   const found = await findRequestedTransaction(trx, deps, target);
-  const locked = await sql<RequestedTransaction>`select id, seller_id, payer, session_id, tx_hash, log_index,
-      amount_micro, refunded_micro, escrow_status, payment_id from transactions where id = ${found.id} for update`.execute(
-    trx,
-  );
+  const locked =
+    await sql<RequestedTransaction>`select ${columns} from transactions where id = ${found.id} for update`.execute(
+      trx,
+    );
   return locked.rows[0]!;
 }

@@ -1,14 +1,15 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
+import { perInclusion } from '../payments/transfer-booking';
 
 type SuspenseTransfer = Row<
   'transfers',
@@ -24,27 +25,21 @@ type SuspenseTransfer = Row<
 >;
 
 /** Why a refund request for an unmatched transfer was refused (conflict detail `reason`). */
-export type UnmatchedRefundRefusal =
+type UnmatchedRefundRefusal =
   | 'transfer_claimed_by_payment'
   | 'transfer_reorged'
   | 'amount_differs'
   | 'payer_differs';
 
 /**
- * An operator sent an unmatched transfer back to its payer (checkout's `transfer.refund_requested`): book its
- * money out of suspense into refund_pending (D suspense / C refund_pending, key `refund_unmatched:<transfer>`) and
- * ask settlement to send it (`refund.initiated`, kind `unmatched_transfer`). The refund goes to the payer and for
- * the amount on the ledger's books (from chain-indexer), never to what the request says if that differs.
- *
- * Refused, and surfaced as a `refund_refused` conflict for the operator, when a payment has claimed the transfer
- * (its money is a seller's now: refund that payment instead), when the transfer was reorged away (the money is
- * not in the wallet), or when the request's payer or amount differ from the books. A transfer already refunded is
- * a no-op (one refund per transfer: also a unique index). A transfer the ledger has not booked yet (its
- * transfer.observed not handled yet) throws: the event is redelivered with backoff, then dead-lettered.
+ * An operator sent an unmatched transfer back (checkout's `transfer.refund_requested`): D suspense / C
+ * refund_pending and `refund.initiated` (kind `unmatched_transfer`), to the payer and amount on the books. Refused
+ * as a `refund_refused` conflict when a payment claimed it (a seller's money now), it was reorged away, or the
+ * payer or amount differ. Already refunded: nothing. Not booked yet: throws (redelivered, then dead-lettered).
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,
-  event: EventEnvelope<'transfer.refund_requested', EventData<'transfer.refund_requested'>>,
+  event: TypedEnvelope<'transfer.refund_requested'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
@@ -103,7 +98,7 @@ export function refusalOf(
 async function recordRefusal(
   trx: LedgerTrx,
   deps: LedgerDeps,
-  event: EventEnvelope<'transfer.refund_requested', RefundRequest>,
+  event: TypedEnvelope<'transfer.refund_requested'>,
   transfer: SuspenseTransfer,
   txHash: string,
   refusal: UnmatchedRefundRefusal,
@@ -133,10 +128,7 @@ async function recordRefusal(
   });
 }
 
-/**
- * Books the transfer's money out of suspense into refund_pending, records the refund, marks the transfer refunded
- * and asks settlement to send it (refund.initiated), in that order, in the caller's transaction.
- */
+/** Books the money into refund_pending, records the refund, marks the transfer refunded, then refund.initiated. */
 async function bookUnmatchedRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
@@ -149,7 +141,7 @@ async function bookUnmatchedRefund(
   const now = deps.now();
   const amountMicro = transfer.amount_micro;
   const payer = transfer.from_address.toLowerCase();
-  const inclusionKey = transfer.inclusion > 0 ? `${key}#${transfer.inclusion}` : key;
+  const inclusionKey = perInclusion(key, transfer.inclusion);
   await postEntry(trx, {
     idempotencyKey: `refund_unmatched:${inclusionKey}`,
     entryType: 'refund',

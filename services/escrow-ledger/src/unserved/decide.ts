@@ -1,22 +1,17 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData, type EventEnvelope } from '@paygate/contracts';
+import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { type NotNull, sql } from 'kysely';
 import type { Checked, LedgerTrx, Row } from '../db';
-import type { LedgerDeps } from '../deps';
+import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
 
-/**
- * A paid call is unserved when its seller failed it (the gateway reported payment.call_failed: a 5xx answer, no
- * answer within the upstream timeout, no connection, no valid URL) and its retry window closed with no attempt
- * served (payment.call_unserved; the gateway publishes it only for a claim no retry can take over any more). An
- * answer below 500 is service, whatever it says: a 4xx the seller chose is never refunded here. Such a call is
- * refunded to its payer in full (all that remains refundable), without the seller's approval, exactly once (one
- * row per payment id).
- */
+// A paid call is unserved when its seller failed it (payment.call_failed: 5xx, timeout, no connection, no valid
+// URL) and its retry window closed with no attempt served (payment.call_unserved). An answer below 500 is service:
+// a 4xx is never refunded here. It is refunded in full, without the seller's approval, once (a row per payment).
 
 /** A closed call whose failure or payment the ledger has not heard of this long after is given up. */
 const GIVE_UP_AFTER_MS = 60 * 60_000;
@@ -29,7 +24,7 @@ type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' |
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
   trx: LedgerTrx,
-  event: EventEnvelope<'payment.call_unserved', EventData<'payment.call_unserved'>>,
+  event: TypedEnvelope<'payment.call_unserved'>,
   deps: LedgerDeps,
 ): Promise<void> {
   const d = event.data;
@@ -63,9 +58,8 @@ type Decision =
     };
 
 /**
- * Decides one closed call, under its row's lock: refunds it (returns its payer), marks it served or not
- * refundable, or leaves it closed for the next pass (its failure or its payment not booked yet, or its seller's
- * money short). Never refunds a call twice: only a `closed` row is decided.
+ * Decides one closed call under its row's lock: refunds it (returns its payer), marks it served or not refundable,
+ * or leaves it closed for the next pass. Only a `closed` row is decided, so never twice.
  */
 export async function decideUnserved(
   trx: LedgerTrx,
@@ -139,10 +133,8 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
 }
 
 /**
- * The refund of all that remains, out of the hold while the payment is held (the seller never receives it), else
- * out of the seller's available balance, within what the seller still has with Paygate (bookRefund's check). A
- * seller without the money: the call stays closed and is tried again each pass (`awaiting_seller_funds`), never
- * paid with other sellers' money.
+ * The refund of all that remains, within what the seller still has with Paygate (bookRefund's check); a seller
+ * without the money: the call stays closed and is tried each pass (`awaiting_seller_funds`), never paid by others.
  */
 async function bookUnservedRefund(
   trx: LedgerTrx,
@@ -219,10 +211,9 @@ async function bookUnservedRefund(
 }
 
 /**
- * Sends what is due to a payer (or to every payer due, without one): its booked unserved refunds not sent yet, as
- * one escrow transfer, once they add up to UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS.
- * The batch is a refund of its own (kind unserved_batch) through refund.initiated -> settlement -> refund.completed,
- * which completes the refunds it carries. Returns the batches made.
+ * Sends a payer's (or every due payer's) booked unserved refunds as one escrow transfer once they reach
+ * UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS: a refund of kind unserved_batch, whose
+ * refund.completed completes the refunds it carries. Returns the batches made.
  */
 export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
@@ -288,10 +279,7 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
   return batches;
 }
 
-/**
- * The closed calls to decide again (their failure or payment was not booked yet, or their seller was short), the
- * least recently tried first: calls that keep waiting never keep the others from being decided.
- */
+/** The closed calls to decide again, least recently tried first (those that keep waiting never block others). */
 export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
   const rows = await trx
     .selectFrom('unserved_calls')

@@ -1,5 +1,4 @@
-import type { Kysely } from 'kysely';
-import type { LedgerDatabase, LedgerDb, PaymentCallAttemptsTable } from '../db';
+import type { LedgerDb, PaymentCallAttemptsTable } from '../db';
 
 /** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
 export interface CallOutcomeView {
@@ -38,13 +37,13 @@ export async function callOutcomesOf(
 ): Promise<Map<string, CallOutcomeView>> {
   const outcomes = new Map<string, CallOutcomeView>();
   if (paymentIds.length === 0) return outcomes;
-  const rows = (await (db as Kysely<LedgerDatabase>)
+  const rows = await db
     .selectFrom('payment_call_attempts')
     .select(['payment_id', 'attempt', 'outcome', 'upstream_outcome', 'upstream_status', 'at', 'retry_until'])
     .where('payment_id', 'in', paymentIds)
     .orderBy('payment_id')
     .orderBy('attempt')
-    .execute()) as AttemptRow[];
+    .execute();
   const byPayment = new Map<string, AttemptRow[]>();
   for (const row of rows) {
     const attempts = byPayment.get(row.payment_id) ?? [];
