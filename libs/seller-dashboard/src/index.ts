@@ -38,26 +38,25 @@ export async function buildDashboard(options: { minify?: boolean } = {}): Promis
   return { js: js.text, css: css.text, signInJs: signInJs.text.replace(/<\/(script)/gi, '<\\/$1') };
 }
 
-/** The files a page names: content-hashed, cached for a year. */
-interface DashboardPageAssets {
-  js: string;
-  css: string;
-}
-
-/** Inlined in a first visit's page (allowed by hash in its CSP), so sign-in shows after one round trip. */
+/**
+ * Inlined in a first visit's page (allowed by hash in its CSP), so sign-in shows after one round trip; `buildId`
+ * names the build in the cookie that says its files are cached (then pages link them instead).
+ */
 interface InlineFirstScreen {
   css: string;
   signInJs: string;
-  /** Names the build in the cookie that says its files are cached (then pages link them instead). */
   buildId: string;
 }
 
-/** The one HTML page of the dashboard (every /dashboard/* path answers it; the app routes in the browser). */
+/**
+ * The one HTML page of the dashboard (every /dashboard/* path answers it; the app routes in the browser), naming
+ * its content-hashed files (cached for a year).
+ */
 export function dashboardPage(
-  basePath = '/dashboard',
-  assets: DashboardPageAssets = { js: 'app.js', css: 'app.css' },
+  basePath: string,
+  assets: { js: string; css: string },
   inline?: InlineFirstScreen,
-): string {
+) {
   const js = `${basePath}/assets/${assets.js}`;
   const css = `${basePath}/assets/${assets.css}`;
   const head = inline

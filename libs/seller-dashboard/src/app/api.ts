@@ -1,8 +1,4 @@
-/**
- * The dashboard's only way to the server: the public REST API under the same origin, with the session token
- * from Sign-In with Ethereum as `Authorization: Bearer …` (every seller route of every service accepts it).
- */
-
+// The public REST API under the same origin, with the SIWE session token (every seller route accepts it).
 import { ApiError, requestJson } from '@paygate/browser-api';
 
 export { ApiError };
@@ -125,10 +121,7 @@ export function humanField(field: string): string {
   return names[key] ?? key;
 }
 
-/**
- * Field errors for a form: the API names one field and its rule per answer, said with the field's human name
- * ("Payout address must be …", not "payoutAddress must be …").
- */
+/** A form's field errors: the API names one field and its rule per answer, said with the field's human name. */
 export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError) || !error.field) return {};
   const key = error.field.replace(/^\/|^body\./, '').replace(/\//g, '.');

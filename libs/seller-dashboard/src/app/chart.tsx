@@ -40,10 +40,7 @@ export function PaymentsChart(props: { series: SkillSeries }) {
   );
 }
 
-/**
- * Stacked bars: each skill's bar is drawn from zero to the running total, the later (lower) ones on top; with the
- * largest day's total.
- */
+/** Stacked bars: each skill's bar from zero to the running total, the later (lower) ones on top. */
 function stackedData(series: SkillSeries): { data: uPlot.AlignedData; largest: number } {
   const running = series.days.map(() => 0);
   const stacked = series.skills.map((skill) =>

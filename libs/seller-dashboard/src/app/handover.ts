@@ -1,10 +1,7 @@
 import type { SignInResult } from './types';
 import type { Eip1193Provider } from './wallet';
 
-/**
- * The inlined sign-in screen hands the sign-in result (with the sk_ key shown once, in memory only) and the
- * wallet used to the app bundle it loads next: two bundles, one page, nothing stored.
- */
+/** The inlined sign-in screen hands its result (the sk_ key in memory only) and wallet to the app it loads. */
 interface HandOver {
   result: SignInResult;
   wallet?: Eip1193Provider;

@@ -1,8 +1,4 @@
-/**
- * The notifier's live channel (`/api/v1/ws`), signed in with the dashboard's session token: it says when
- * something of this seller changed (a payment, a refund request, a skill's status, a webhook delivery…), and the
- * open views read their data again. Polling stays as the fallback while the channel is down.
- */
+/** The notifier's live channel (`/api/v1/ws`): it says when something of this seller changed. */
 
 export type LiveStatus = 'connecting' | 'live' | 'offline';
 

@@ -1,20 +1,11 @@
 import { formatUsdc, parseUsdc, splitFee } from '@paygate/money';
 import type { Settlement, Transaction } from './types';
 
-interface Totals {
-  /** What buyers paid. */
-  gross: string;
-  /** What went back to them. */
-  refunds: string;
-  /** Paygate's 5%, net of the fee it returned with refunds. */
-  fees: string;
-  /** What the seller gets: gross - refunds - fees. */
-  net: string;
-  count: number;
-}
-
-/** The overview's figures over these payments (reversed ones left out), exact in micro-USDC. */
-export function totals(transactions: Transaction[]): Totals {
+/**
+ * The overview's figures over these payments (reversed ones left out), exact in micro-USDC: fees are Paygate's 5%
+ * net of the fee returned with refunds, so gross - refunds - fees = net.
+ */
+export function totals(transactions: Transaction[]) {
   let gross = 0n;
   let refunds = 0n;
   let net = 0n;
@@ -37,10 +28,7 @@ export function totals(transactions: Transaction[]): Totals {
   };
 }
 
-/**
- * When the current settlement period ends (UTC), after which settlement pays what is available: daily at
- * midnight, weekly on Monday, monthly on the 1st (settlement's schedule/periods.ts).
- */
+/** When the current settlement period ends (UTC): daily at midnight, weekly on Monday, monthly on the 1st. */
 export function nextPayoutAt(frequency: 'DAILY' | 'WEEKLY' | 'MONTHLY', now: Date): Date {
   const y = now.getUTCFullYear();
   const m = now.getUTCMonth();

@@ -9,22 +9,13 @@ interface RefundableTransaction {
   escrowStatus: string;
 }
 
-interface RefundEffect {
-  /** What comes out of the seller's balance (95% of the refund, the ledger's cumulative split). */
-  fromSeller: string;
-  /** The platform's fee it returns with the refund. */
-  feeReturned: string;
-  /** What the seller keeps of this payment once the refund is booked. */
-  sellerKeeps: string;
-  /** The balance the seller's part comes out of. */
-  balance: 'held' | 'available' | 'owed';
-}
+type Balance = 'held' | 'available' | 'owed';
 
 /**
- * The effect of refunding `amount` of a payment, computed as the ledger books it (escrow-ledger refunds/book.ts):
- * the split is cumulative, floor(95% of everything refunded) minus what the seller already bore.
+ * The effect of refunding `amount` of a payment, computed as the ledger books it: the split is cumulative, the
+ * seller bears floor(95% of everything refunded) minus what it already bore; the fee's part goes back with it.
  */
-export function refundEffect(transaction: RefundableTransaction, amount: string): RefundEffect {
+export function refundEffect(transaction: RefundableTransaction, amount: string) {
   const paid = parseUsdc(transaction.amount);
   const refundedBefore = parseUsdc(transaction.refundedAmount);
   const refunding = parseUsdc(amount);
@@ -46,13 +37,13 @@ export function sellerNet(transaction: { amount: string; refundedAmount: string 
   return formatUsdc(splitFee(paid).sellerMicro - splitFee(refunded).sellerMicro);
 }
 
-function balanceOf(escrowStatus: string): RefundEffect['balance'] {
+function balanceOf(escrowStatus: string): Balance {
   if (escrowStatus === 'held') return 'held';
   if (escrowStatus === 'available') return 'available';
   return 'owed';
 }
 
-export const BALANCE_EFFECT: Record<RefundEffect['balance'], string> = {
+export const BALANCE_EFFECT: Record<Balance, string> = {
   held: 'comes out of your held balance (the payment is still in escrow)',
   available: 'comes out of your available balance',
   owed: 'is already paid out to you, so it is owed and taken from your next payouts',

@@ -1,9 +1,8 @@
 import type { SignInResult } from './types';
 
 /**
- * The dashboard session: the registry's short-lived session token (not an API key) and who signed in. Kept in
- * sessionStorage (this tab only, gone when it closes) so a reload does not ask for a new signature; the sk_
- * key is never stored anywhere: it is shown once, in memory, on the first login and on rotation.
+ * The registry's short-lived session token (not an API key) and who signed in, in sessionStorage (this tab only)
+ * so a reload asks no new signature; the sk_ key is never stored, only shown once in memory.
  */
 export interface Session {
   token: string;

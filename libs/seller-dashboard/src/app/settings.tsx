@@ -126,11 +126,7 @@ function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
   return { form, setForm, saved, setSaved, save, submit };
 }
 
-/**
- * How the seller's checkout sessions are told apart. By default each session asks for a unique exact amount (the
- * price plus a suffix below one cent) on the checkout wallet every session shares; a seller whose buyers pay from
- * exchanges that cannot send an odd amount switches to a deposit address per session, at exactly the price.
- */
+/** How the seller's checkout sessions are told apart (a unique exact amount, or a deposit address each). */
 function CheckoutSettings(props: { account: Account; onSaved: (account: Account) => void }) {
   const { api } = useDashboard();
   const [matching, setMatching] = useState(props.account.checkoutMatching);

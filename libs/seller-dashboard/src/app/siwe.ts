@@ -23,10 +23,7 @@ interface SiweFields {
   statement?: string;
 }
 
-/**
- * The EIP-4361 message the registry verifies (`POST /api/v1/auth/siwe/verify`). Written out here rather than with
- * the siwe package, which would bring ethers into the dashboard bundle; test/logic.unit.test.ts parses it with siwe.
- */
+/** The EIP-4361 message the registry verifies, written out: the siwe package would bring ethers into the bundle. */
 export function siweMessage(fields: SiweFields): string {
   return [
     `${fields.domain} wants you to sign in with your Ethereum account:`,

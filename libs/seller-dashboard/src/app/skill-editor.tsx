@@ -82,7 +82,7 @@ function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: bo
   const apiErrors = fieldErrors(save.error);
   // A field the API refused gets the focus too (the form checked what it could before sending).
   useEffect(() => {
-    const keys = Object.keys(fieldErrors(save.error));
+    const keys = Object.keys(apiErrors);
     if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
   }, [save.error]);
   const submit = async (event: Event) => {
@@ -104,8 +104,6 @@ function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: bo
         : api.request<Skill>('POST', '/api/v1/manage/skills', { body: skillBody(draft), idempotencyKey }),
     );
     if (saved) navigate(`/skills/${saved.name}`);
-    else
-      requestAnimationFrame(() => focusFirstInvalid(Object.keys(fieldErrors(save.error)).map(skillFieldId)));
   };
   return { save, errors: { ...apiErrors, ...localErrors }, apiErrors, submit };
 }

@@ -78,9 +78,8 @@ export function slugify(text: string): string {
 }
 
 /**
- * The body of POST /api/v1/manage/skills (or, with `forUpdate`, PATCH …/:name: no name, no endpoints).
- * Type-specific fields are sent only for the types that use them; values the API checks are passed as typed,
- * so the API's own rule is what the seller sees.
+ * The body of POST /api/v1/manage/skills (with `forUpdate`, of the PATCH: no name, no endpoints); values the API
+ * checks are passed as typed, so the API's own rule is what the seller sees.
  */
 export function skillBody(draft: SkillDraft, options: { forUpdate?: boolean } = {}): Record<string, unknown> {
   const body: Record<string, unknown> = {
@@ -140,10 +139,7 @@ const ENDPOINT_PATH =
   /^\/(([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*)(\/([A-Za-z0-9._~-]+|:[A-Za-z_][A-Za-z0-9_]*))*\/?)?$/;
 const PRICE = /^(0|[1-9]\d*)(\.\d{1,6})?$/;
 
-/**
- * Every rule of the registry's skill schema the form can check before sending, all at once, in the form's order,
- * keyed like the API's field errors and said with human field names.
- */
+/** Every rule of the registry's skill schema the form can check before sending, keyed like the API's errors. */
 export function validateSkillDraft(draft: SkillDraft, options: { editing: boolean }): Record<string, string> {
   const errors: Record<string, string> = {};
   const displayName = draft.displayName.trim();

@@ -82,10 +82,7 @@ function retryWindowOpen(t: CallFacts, now: Date): boolean {
   );
 }
 
-/**
- * The label of a payment whose seller failed the call, or undefined when it was served at once. The window is
- * judged against `now` too, so a page left open says "not retried" once it passed.
- */
+/** The label of a payment whose seller failed the call, or undefined when it was served at once. */
 export function callOutcomeLabel(t: CallFacts, now: Date): string | undefined {
   if (!t.callStatus || !t.callFailedAt) return undefined;
   if (t.callStatus === 'served') return 'Seller failed, served on retry';

@@ -1,9 +1,6 @@
 import type { ComponentChildren } from 'preact';
 
-/**
- * A table that scrolls sideways on a narrow screen: its label (the caption unless one is given), its column
- * headings, and its rows. `focusable` when no cell holds a link or button: a keyboard must reach it to scroll it.
- */
+/** A table that scrolls sideways; `focusable` when no cell holds a link or button (a keyboard must scroll it). */
 export function ScrollTable(props: {
   label: string;
   caption?: string;

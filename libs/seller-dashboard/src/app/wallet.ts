@@ -25,10 +25,7 @@ function onAnnounce(event: Event) {
   for (const watch of watchers) watch([...announced.values()]);
 }
 
-/**
- * The wallets found the EIP-6963 way: listen for announcements (a wallet injected after the page loaded
- * announces itself then), and ask the ones already there. Calls `watch` with every wallet found so far.
- */
+/** The wallets found the EIP-6963 way (also one injected after the page loaded), each time one is found. */
 export function discoverWallets(watch: (wallets: DiscoveredWallet[]) => void): () => void {
   if (!listening) {
     window.addEventListener('eip6963:announceProvider', onAnnounce);
@@ -89,10 +86,7 @@ export async function signInWithWallet(
   return api.request<SignInResult>('POST', '/api/v1/auth/siwe/verify', { body: { message, signature } });
 }
 
-/**
- * A fresh signature by the account wallet over a message the API issued (a payout-address change): the wallet
- * must be the account's, since the API checks the signer.
- */
+/** The account wallet's signature over a message the API issued (a payout-address change; the API checks it). */
 export async function signWithAccountWallet(
   provider: Eip1193Provider | undefined,
   walletAddress: string,
