@@ -13,7 +13,7 @@ import {
   Notice,
   StatusBadge,
   useAction,
-  useLoad,
+  useGet,
 } from './ui';
 import { TextField } from './ui-forms';
 
@@ -22,10 +22,7 @@ const ALL = '*';
 type OnSecret = (secret: { label: string; value: string }) => void;
 
 export function WebhookEndpoints(props: { onSecret: OnSecret }) {
-  const { api } = useDashboard();
-  const list = useLoad(() => api.request<Page<WebhookEndpoint>>('GET', '/api/v1/webhooks/endpoints'), [], {
-    live: true,
-  });
+  const list = useGet<Page<WebhookEndpoint>>('/api/v1/webhooks/endpoints', { live: true });
   const action = useAction();
   const confirm = useConfirm();
   const [notice, setNotice] = useState<string>();

@@ -1,10 +1,9 @@
-import { useDashboard } from './context';
 import { usd } from './format';
 import { RefundRequestsSection } from './refunds';
 import { SettlementsSection } from './settlements';
 import { TransactionsSection } from './transaction-list';
 import type { Balances } from './types';
-import { LoadState, useLoad } from './ui';
+import { LoadState, useGet } from './ui';
 
 export function MoneyPage() {
   return (
@@ -19,8 +18,7 @@ export function MoneyPage() {
 }
 
 function BalancesCard() {
-  const { api } = useDashboard();
-  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), [], { live: true });
+  const balances = useGet<Balances>('/api/v1/balances', { live: true });
   const items: Array<[keyof Balances, string, string]> = [
     ['held', 'Held', 'in escrow, in their hold period'],
     ['available', 'Available', 'released, paid out at the next settlement'],

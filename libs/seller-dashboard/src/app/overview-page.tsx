@@ -6,7 +6,7 @@ import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
 import type { Account, Balances, Page, Skill, Transaction } from './types';
-import { Address, Empty, Link, type Loaded, LoadState, useLoad } from './ui';
+import { Address, Empty, Link, type Loaded, LoadState, useGet, useLoad } from './ui';
 
 export const CHART_DAYS = 30;
 /** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
@@ -41,15 +41,10 @@ export function useRecentPayments() {
 
 /** The home page: what came in, what went out, what is paid next and when. */
 export function OverviewPage() {
-  const { api } = useDashboard();
   const recent = useRecentPayments();
-  const balances = useLoad(() => api.request<Balances>('GET', '/api/v1/balances'), [], { live: true });
-  const account = useLoad(() => api.request<Account>('GET', '/api/v1/account'), [], { live: true });
-  const skills = useLoad(
-    () => api.request<Page<Skill>>('GET', '/api/v1/manage/skills', { query: { limit: 50 } }),
-    [],
-    { live: true },
-  );
+  const balances = useGet<Balances>('/api/v1/balances', { live: true });
+  const account = useGet<Account>('/api/v1/account', { live: true });
+  const skills = useGet<Page<Skill>>('/api/v1/manage/skills', { query: { limit: 50 }, live: true });
   return (
     <>
       <h1>Overview</h1>

@@ -6,12 +6,11 @@ import { WebhookEndpoints } from './endpoints';
 import { Keys } from './keys';
 import { PayoutAddress } from './payout-address';
 import type { Account } from './types';
-import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useLoad } from './ui';
+import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useGet } from './ui';
 import { SelectField, TextField } from './ui-forms';
 
 export function SettingsPage() {
-  const { api } = useDashboard();
-  const account = useLoad(() => api.request<Account>('GET', '/api/v1/account'), []);
+  const account = useGet<Account>('/api/v1/account');
   const [secret, setSecret] = useState<{ label: string; value: string }>();
   if (secret)
     return <SecretOnce label={secret.label} value={secret.value} onDone={() => setSecret(undefined)} />;

@@ -1,19 +1,14 @@
 import { parseUsdc } from '@paygate/money';
 import { CallNote } from './call-note';
-import { useDashboard } from './context';
 import { dateTime, explorerTxUrl, shortHash, statusWords, usd } from './format';
 import { sellerNet } from './refund-effect';
 import { RefundForm } from './refunds';
 import { callOutcomeDetail } from './transactions';
 import type { TransactionDetail } from './types';
-import { Address, CopyButton, Empty, ErrorNote, Link, Loading, StatusBadge, useLoad } from './ui';
+import { Address, CopyButton, Empty, ErrorNote, Link, Loading, StatusBadge, useGet } from './ui';
 
 export function TransactionPage(props: { id: string }) {
-  const { api } = useDashboard();
-  const detail = useLoad(
-    () => api.request<TransactionDetail>('GET', `/api/v1/transactions/${props.id}`),
-    [props.id],
-  );
+  const detail = useGet<TransactionDetail>(`/api/v1/transactions/${props.id}`);
   const t = detail.data;
   return (
     <section aria-labelledby="txn-title">

@@ -254,6 +254,13 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], options: { l
   return { ...state, reload: run, set };
 }
 
+/** GET `path` as a view's data (`live`: read again on every refresh). */
+export function useGet<T>(path: string, options: { query?: Query; live?: boolean } = {}) {
+  const { api } = useDashboard();
+  const { query, live } = options;
+  return useLoad(() => api.request<T>('GET', path, { query }), [path, JSON.stringify(query)], { live });
+}
+
 /**
  * A list read page by page by cursor (`param` names it in the query): the rows loaded so far, live while only the
  * first page is shown (a refresh would drop the pages after it). Another query starts again from its first page.
