@@ -25,7 +25,6 @@ export class ChainKey {
     return BigInt(await this.provider.getTransactionCount(this.address, 'pending'));
   }
 
-  /** The nonces consumed by mined transactions. */
   async minedNonce(): Promise<bigint> {
     return BigInt(await this.provider.getTransactionCount(this.address, 'latest'));
   }

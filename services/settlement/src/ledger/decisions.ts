@@ -19,7 +19,6 @@ function parseSignedUsdc(text: string): bigint {
 
 type Reserved = EventData<'payout.reserved'>;
 
-/** What the consumers of the ledger's decisions use. */
 export interface DecisionDeps {
   config: SettlementConfig;
   chain: EscrowChain;

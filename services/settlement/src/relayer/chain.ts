@@ -151,7 +151,6 @@ export class RelayerChain extends ChainKey {
     return this.readAt(tokenAddress, 'balanceOf', [formatAddress(account)], block);
   }
 
-  /** Whether the authorization was used or canceled as of the given block. */
   authorizationUsedAt(tokenAddress: string, payer: string, nonce: string, block: bigint): Promise<boolean> {
     return this.readAt(tokenAddress, 'authorizationState', [formatAddress(payer), nonce], block);
   }

@@ -137,7 +137,7 @@ export class SignerPool {
     return this.signers.find((signer) => signer.address === lower);
   }
 
-  balances() {
+  async balances() {
     return Promise.all(
       this.signers.map(async (signer) => {
         try {

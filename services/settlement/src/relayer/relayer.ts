@@ -229,9 +229,7 @@ export class Relayer implements BackgroundTask {
     const key = assigned.then((a) => ('ok' in a ? undefined : a));
     const chainNonce = key.then((a) => a?.signer.chain.pendingNonce());
     const fees = this.currentFees();
-    codeHash.catch(() => undefined);
-    chainNonce.catch(() => undefined);
-    fees.catch(() => undefined);
+    for (const read of [codeHash, chainNonce, fees]) read.catch(() => undefined);
     const simulation = key.then((a) => (a ? this.simulation(request, a.signer, codeHash, fees) : undefined));
     let assignment: Assignment | undefined;
     try {

@@ -8,7 +8,6 @@ import { settlementView } from './routes';
 import { SettleNowAnswer, SettleNowBody } from './schemas';
 import { settleNow, waitForSettlements } from './settle-now';
 
-/** Operator API: settle one seller or all of them now instead of at the next scheduled period. */
 export function settlementOperatorRoutes(
   ctx: ServiceContext<SettlementDB>,
   config: SettlementConfig,

@@ -14,7 +14,6 @@ export interface TransferOutcomeHandler {
   onFailed(trx: Transaction<SettlementDB>, transfer: TransferRow, reason: string): Promise<void>;
 }
 
-/** What the worker's parts (signing, broadcast, confirmation watch) share. */
 export interface TransferWorkerDeps {
   ctx: ServiceContext<SettlementDB>;
   config: SettlementConfig;
