@@ -29,10 +29,7 @@ export class EveryTransferReader {
     private readonly logger: Logger,
   ) {}
 
-  /**
-   * Transfers in [from, to] to watched addresses, and those addresses. Each answer is cut to the watched recipients
-   * before the next is read, so a long catch-up holds one answer at a time (millions of transfers on Base otherwise).
-   */
+  /** Transfers in [from, to] to watched addresses, and those addresses; one node answer held at a time. */
   async transfersToWatched(
     from: number,
     to: number,
