@@ -38,6 +38,5 @@ export function cappedFees(fees: FeeCaps, capWei: bigint): FeeCaps {
   return { maxFeePerGas, maxPriorityFeePerGas };
 }
 
-export function isFinished(row: Row): boolean {
-  return row.status === 'confirmed' || row.status === 'used_elsewhere' || row.status === 'failed';
-}
+/** confirmed, used_elsewhere or failed: nothing more is sent for it. */
+export const isFinished = (row: Row) => row.status !== 'signed' && row.status !== 'broadcast';
