@@ -26,8 +26,8 @@ type ClaimAnswer = Exclude<LedgerClaimResult, { reason: 'ledger_unavailable' }>;
 export class LedgerClaims {
   private readonly client: LedgerClaimClient;
 
-  constructor(bus: Bus, timeoutMs = LEDGER_CLAIM_TIMEOUT_MS) {
-    this.client = new LedgerClaimClient(bus, timeoutMs);
+  constructor(bus: Bus) {
+    this.client = new LedgerClaimClient(bus, LEDGER_CLAIM_TIMEOUT_MS);
   }
 
   async claim(

@@ -8,7 +8,7 @@ import { CheckoutReason } from '../reasons';
 import type { CreatedAnswer } from './fast-path';
 import type { SessionLimits } from './limits';
 import { PublishableSessionBody, SecretSessionBody } from './schemas';
-import type { CreatedSession, NewSession, SessionStore } from './sessions';
+import type { NewSession, SessionStore } from './sessions';
 
 /** Where sessions are created (the express route and the fast path). */
 export const CREATE_PATH = '/api/v1/checkout/sessions';
@@ -23,13 +23,6 @@ interface SessionCreatorDeps {
   sellerAuth: SellerAuth;
   projections: ProjectionCache;
   limits: SessionLimits;
-}
-
-/** A created session is 201; a replayed Idempotency-Key answers the first answer's body with 200 and a header. */
-function sessionCreatedAnswer(created: CreatedSession & { replayed: boolean }): CreatedAnswer {
-  return created.replayed
-    ? { status: 200, body: created.snapshot, headers: REPLAYED_HEADERS }
-    : { status: 201, body: created.snapshot, headers: NO_HEADERS };
 }
 
 /** The create request after transport, shared by the express route and the fast path so both answer alike. */
@@ -48,7 +41,11 @@ export function sessionCreator(deps: SessionCreatorDeps) {
       : undefined;
     // The seller's caps are conditions of the creation statement: a refusal is a 429 naming the cap, and a retry
     // of a session created before the cap was reached still replays it.
-    return sessionCreatedAnswer(await deps.store.create(input, claim));
+    const created = await deps.store.create(input, claim);
+    // A replayed Idempotency-Key answers the first answer's body with 200 and a header.
+    return created.replayed
+      ? { status: 200, body: created.snapshot, headers: REPLAYED_HEADERS }
+      : { status: 201, body: created.snapshot, headers: NO_HEADERS };
   };
 }
 

@@ -4,6 +4,7 @@ import type { ServiceMetrics } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import { RetryLaterError } from '../errors';
 import { CORS_HEADERS } from './cors';
+import type { sessionCreator } from './create-input';
 
 // The widget's session creation on the bare Node request (the hottest route; express costs more than the work),
 // answered byte for byte like the express route. Anything unusual goes to express.
@@ -13,7 +14,7 @@ const BODY_LIMIT_BYTES = 256 * 1024;
 /** What express.json accepts without re-encoding; any other type or charset goes to express. */
 const JSON_CONTENT_TYPE = /^application\/json\s*(;\s*charset=utf-8\s*)?$/i;
 
-/** How a session creation is answered, by either transport: decided once (create-input.ts `sessionCreatedAnswer`). */
+/** How a session creation is answered, by either transport: decided once (create-input.ts `sessionCreator`). */
 export interface CreatedAnswer {
   status: number;
   body: unknown;
@@ -28,12 +29,7 @@ interface FastPathOptions {
   metrics: ServiceMetrics;
   /** The client address (libs/http's clientAddress with the service's TRUSTED_PROXIES), as express's req.ip. */
   clientAddressOf(req: IncomingMessage): string;
-  createSession(
-    token: string,
-    body: unknown,
-    idempotencyKey: string | undefined,
-    client: string | undefined,
-  ): Promise<CreatedAnswer>;
+  createSession: ReturnType<typeof sessionCreator>;
 }
 
 /**

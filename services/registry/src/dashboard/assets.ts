@@ -6,15 +6,7 @@ import { type DashboardAssets, dashboardCsp, dashboardPage } from '@paygate/sell
 const brotli = promisify(brotliCompress);
 const gzipAsync = promisify(gzip);
 
-export interface ServedAsset {
-  type: string;
-  /** Named after a hash of its content: cached for a year, a new build has a new name. */
-  immutable: boolean;
-  identity: Buffer;
-  gzip: Buffer;
-  br: Buffer;
-  etag: string;
-}
+export type ServedAsset = Awaited<ReturnType<typeof compressed>>;
 
 export type ServedDashboard = Awaited<ReturnType<typeof serveDashboardAssets>>;
 
@@ -50,8 +42,11 @@ export async function serveDashboardAssets(built: DashboardAssets, basePath = '/
   };
 }
 
-/** One text, compressed once (brotli at its best level, gzip for the rest), named by its content hash. */
-async function compressed(text: string, type: string): Promise<ServedAsset> {
+/**
+ * One text, compressed once (brotli at its best level, gzip for the rest), named by its content hash. `immutable`:
+ * served under that name, cached for a year (a new build has a new name).
+ */
+async function compressed(text: string, type: string) {
   const identity = Buffer.from(text, 'utf8');
   const hash = createHash('sha256').update(identity).digest('hex').slice(0, 16);
   const [br, gz] = await Promise.all([

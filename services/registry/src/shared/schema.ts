@@ -18,4 +18,6 @@ export const UsdcAmountIn = Type.Union([Type.String({ maxLength: 40 }), Type.Num
 export const IsoTime = Type.String({ format: 'date-time' });
 
 /** Actions that take no input refuse a body, so a malformed request never changes anything. */
-export const EmptyBody = Type.Object({}, { additionalProperties: false });
+const EmptyBody = Type.Object({}, { additionalProperties: false });
+/** A route's `body` when it takes none (spread into defineRoute). */
+export const NoBody = { body: EmptyBody, bodyOptional: true } as const;

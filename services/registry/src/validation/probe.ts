@@ -2,12 +2,6 @@ import type { SellerFetch } from '@paygate/net';
 
 const MAX_LATENCY_MS = 5000;
 
-interface ProbeResult {
-  ok: boolean;
-  latencyMs: number;
-  cause?: string;
-}
-
 /** The statuses that count as "the endpoint responds to HEAD" for a GET endpoint, as said in statusReason. */
 export const PASSING_HEAD_STATUSES = '2xx, 400, 401, 402, 403 or 422';
 /** ... and for an endpoint of any other method. */
@@ -62,7 +56,7 @@ export async function probeEndpoint(
   url: string,
   timeoutMs: number,
   options: HeadProbeOptions = {},
-): Promise<ProbeResult> {
+): Promise<{ ok: boolean; latencyMs: number; cause?: string }> {
   const started = performance.now();
   try {
     const response = await sellers.fetch(url, {

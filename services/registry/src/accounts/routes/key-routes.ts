@@ -2,7 +2,7 @@ import { type AnyRoute, defineRoute } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
-import { EmptyBody } from '../../shared/schema';
+import { NoBody } from '../../shared/schema';
 import {
   apiKeyHint,
   hashApiKey,
@@ -106,8 +106,7 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
       summary:
         'Replace the publishable key (pk_…; wallet session only); pages using the old one must be updated',
       auth,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': PublishableKeyRotated },
       handler: async (req, res) => {
         requireWalletSession(req.credential, 'rotating the publishable key');
@@ -124,8 +123,7 @@ export function keyRoutes(rc: RegistryContext): AnyRoute[] {
       path: '/api/v1/account/webhook-secret/rotate',
       summary: 'Replace the webhook signing secret (shown once; wallet session only)',
       auth,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': WebhookSecretRotated },
       handler: async (req, res) => {
         requireWalletSession(req.credential, 'rotating the webhook secret');

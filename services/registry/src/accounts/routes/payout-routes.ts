@@ -5,7 +5,7 @@ import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
-import { EmptyBody } from '../../shared/schema';
+import { NoBody } from '../../shared/schema';
 import { signerOf } from '../../shared/secrets';
 import { consumeNonce, issueNonce } from '../nonces';
 import { type PayoutChangeFields, parsePayoutChangeMessage, payoutChangeMessage } from '../payout-change';
@@ -207,8 +207,7 @@ export function payoutAddressRoutes(rc: RegistryContext): AnyRoute[] {
       path: '/api/v1/account/payout-address/cancel',
       summary: 'Cancel a pending payout-address change (wallet session only)',
       auth,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': Account },
       handler: async (req, res) => {
         requireWalletSession(req.credential, 'cancelling a payout-address change');

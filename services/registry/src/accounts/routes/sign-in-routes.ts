@@ -7,7 +7,7 @@ import { issueSessionToken } from '../../auth/sessions';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
-import { EmptyBody } from '../../shared/schema';
+import { NoBody } from '../../shared/schema';
 import {
   apiKeyHint,
   hashApiKey,
@@ -165,8 +165,7 @@ export function signInRoutes(rc: RegistryContext): AnyRoute[] {
       method: 'post',
       path: '/api/v1/auth/siwe/nonce',
       summary: 'Get a single-use SIWE nonce (valid 5 minutes)',
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '201': NonceResponse },
       handler: async (_req, res) => {
         const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
@@ -221,8 +220,7 @@ export function signInRoutes(rc: RegistryContext): AnyRoute[] {
       description:
         'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
       auth,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': SignOutResponse },
       handler: async (req, res) => {
         const now = config.now();

@@ -5,7 +5,7 @@ import { currentSeller } from '../../auth/authenticate';
 import type { HttpMethod, RegistryDatabase } from '../../db';
 import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
-import { EmptyBody } from '../../shared/schema';
+import { NoBody } from '../../shared/schema';
 import {
   commitSkillChange,
   type EndpointRow,
@@ -200,8 +200,7 @@ export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'de
       summary: 'Deactivate an endpoint (SKILL.md is regenerated)',
       auth,
       params: EndpointParams,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': Skill },
       errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
       handler: async (req, res) => {

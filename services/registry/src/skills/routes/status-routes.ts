@@ -1,6 +1,6 @@
 import { type AnyRoute, defineRoute } from '@paygate/http';
 import type { Request } from 'express';
-import { EmptyBody } from '../../shared/schema';
+import { NoBody } from '../../shared/schema';
 import { commitSkillChange } from '../repository';
 import { Skill, SuspendBody } from '../schemas';
 import { applySkillTransition, type SkillEvent, skillTransition } from '../status';
@@ -38,8 +38,7 @@ export function skillStatusRoutes(
       summary: 'Archive the skill (final)',
       auth,
       params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': Skill },
       errors: { '404': 'no such skill of this seller', '409': 'skill_suspended' },
       handler: async (req, res) => {
@@ -52,8 +51,7 @@ export function skillStatusRoutes(
       summary: 'Retry validation of a VALIDATION_FAILED skill',
       auth,
       params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '202': Skill },
       errors: {
         '404': 'no such skill of this seller',
@@ -86,8 +84,7 @@ export function skillStatusRoutes(
       summary: 'Operator: lift a suspension (the skill is validated again)',
       auth: operator,
       params: NameParams,
-      body: EmptyBody,
-      bodyOptional: true,
+      ...NoBody,
       responses: { '200': Skill },
       errors: { '404': 'no such skill', '409': 'invalid_state: the skill is not SUSPENDED' },
       handler: async (req, res) => {
