@@ -1,17 +1,11 @@
 /**
- * The one retry backoff: a ceiling that doubles with each attempt up to a cap, min(maxMs, baseMs * 2^(attempt-1)).
- * Two ways to wait under it:
- *  - `backoffDelayMs`, full jitter (a uniform draw in [0, ceiling]), for the services' job loops: it spreads retries
- *    of work that failed together, so they do not all come back at the same moment;
- *  - the ceiling itself (`backoffCeilingMs`), for the bus: a consumer dead-letters an event after maxAttempts
- *    deliveries, so these delays fix how long a handler's dependency may be down before an event is parked (with
- *    jitter an event could spend its attempts within moments of an outage), and a polling loop is one per process,
- *    whose documented wait after n failures (intervalMs * 2^n, capped) stays what operators read in the logs.
+ * The one retry backoff, a ceiling min(maxMs, baseMs * 2^(attempt-1)). `backoffDelayMs` (full jitter) spreads
+ * the job loops' retries of work that failed together; the bus waits the ceiling itself (`backoffCeilingMs`),
+ * so a consumer's attempts fix how long a dependency may be down before an event is parked (jitter could
+ * spend them in moments), and a polling loop's wait after n failures stays the documented one.
  */
 export interface BackoffPolicy {
-  /** The ceiling of the first retry's delay; it doubles with each attempt. */
   baseMs: number;
-  /** The highest ceiling. */
   maxMs: number;
   /** After this many attempts there is no retry (undefined: the caller never gives up, e.g. a service's loop). */
   maxAttempts?: number;
@@ -25,9 +19,8 @@ export function backoffCeilingMs(attempt: number, policy: Pick<BackoffPolicy, 'b
 }
 
 /**
- * The delay before the retry that follows attempt number `attempt` (1-based): a uniform draw in
- * [0, backoffCeilingMs], rounded to a millisecond; undefined once `attempt` reaches `maxAttempts` (give up).
- * `random` returns a number in [0, 1) (tests pass a fixed one; 1 gives the ceiling).
+ * The delay after attempt `attempt` (1-based): a uniform draw in [0, backoffCeilingMs], rounded; undefined
+ * once `attempt` reaches `maxAttempts`. `random` is in [0, 1) (tests pass a fixed one; 1 gives the ceiling).
  */
 export function backoffDelayMs(
   attempt: number,

@@ -33,8 +33,8 @@ export interface BusOptions {
   name: string;
   timeoutMs?: number;
   /**
-   * This process's NATS user and password (each service has its own user, see permissions.ts). Replies then come
-   * to the user's own inbox prefix, the only inbox its permissions let it read.
+   * This process's NATS user and password (each service has its own user, see permissions.ts). Replies then
+   * come to the user's own inbox prefix, the only inbox its permissions let it read.
    */
   user?: string;
   password?: string;
@@ -72,11 +72,11 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     // still looks alive. Every cluster URL is known up front, and the servers' gossip adds the rest.
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
-    // A server that hangs (stopped, partitioned) is noticed after three unanswered pings, not the default 4 min.
+    // A server that hangs (stopped, partitioned) is noticed after three unanswered pings, not the default 4
+    // min.
     pingInterval: 5000,
     maxPingOut: 3,
-    // No stack captured per request and publish (two Errors each): at thousands a second (the ledger's claims and
-    // its relay) the captures were a twentieth of the process's time; an error still names its subject and code.
+    // No stack captured per request and publish (costly at thousands a second); errors still name the subject.
     noAsyncTraces: true,
     ...(options.user ? { user: options.user, pass: options.password, inboxPrefix } : {}),
     ...(options.caFile || natsServerList(options.url).some((server) => server.startsWith('tls://'))
@@ -102,10 +102,10 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
   };
 }
 
-/** Streams are declared in code: one for all events of a namespace, one for its dead letters. */
 /**
- * `replicas`: copies of each stream in a JetStream cluster (3 in production and `make chaos`; consumers inherit it).
- * A stream that exists is compared without it, so a service declaring the default never shrinks a replicated one.
+ * One stream for all events of a namespace, one for its dead letters. `replicas` (3 on a cluster) is left out
+ * of the comparison with an existing stream, so a service declaring the default never shrinks a replicated
+ * one.
  */
 export async function ensureStreams(
   bus: Bus,
@@ -149,8 +149,8 @@ export async function ensureStreams(
       if (created) continue;
       existing = await currentConfig();
     }
-    // A stream as declared is left alone: a service's NATS user may look streams up and create them, never update
-    // them (that takes the admin user), so only a changed declaration reaches the update.
+    // A stream as declared is left alone: a service's NATS user may look streams up and create them, never
+    // update them (that takes the admin user), so only a changed declaration reaches the update.
     if (existing && sameStreamConfig(existing, config)) continue;
     await bus.jsm.streams.update(definition.name, config);
   }
@@ -179,10 +179,8 @@ export async function deleteStreams(bus: Bus): Promise<void> {
 export const STORE_ANCHOR_STREAM = 'PAYGATE_STORE_ANCHOR';
 
 /**
- * Keeps one stream in the account for good. nats-server 2.9 removes the account's `streams` directory when
- * its last file stream is deleted; a stream created at that moment fails with "error creating store for
- * stream" (seen when two test suites tore down and set up namespaces at once). A stream that always exists
- * keeps the directory. It listens on a subject nothing publishes to, and holds at most one message.
+ * Keeps one stream in the account for good: nats-server 2.9 removes the `streams` directory with the last
+ * file stream, and a stream created at that moment fails ("error creating store for stream").
  */
 export async function anchorStreamStore(jsm: JetStreamManager): Promise<void> {
   await jsm.streams

@@ -16,10 +16,7 @@ import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './e
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-/**
- * Handles one event inside the transaction that records it in the inbox. `DB` is the consuming service's own
- * `Database`.
- */
+/** Handles one event inside the transaction that records it in the inbox (`DB`: the service's `Database`). */
 export type EventHandler<S extends Subject, DB> = (
   trx: Transaction<DB>,
   event: EventEnvelope<S, EventData<S>>,
@@ -50,10 +47,9 @@ interface CommonConsumerOptions<S extends Subject> {
 }
 
 /**
- * One event per transaction (`handler`), or whatever has arrived, up to `batchSize` events, in one transaction
- * (`batchHandler`): the inbox rows and every effect commit together, so a hot path locks and fsyncs once per
- * batch. Under light load a batch is a single event, so nothing waits for a batch to fill. `DB` is the consuming
- * service's `Database`: each handler's transaction is a `Transaction<DB>`.
+ * One event per transaction (`handler`), or what has arrived, up to `batchSize`, in one (`batchHandler`):
+ * inbox rows and effects commit together, so a hot path fsyncs once per batch; nothing waits for a batch to
+ * fill.
  */
 export type ConsumerOptions<S extends Subject, DB> = CommonConsumerOptions<S> &
   (
@@ -61,23 +57,17 @@ export type ConsumerOptions<S extends Subject, DB> = CommonConsumerOptions<S> &
     | { batchHandler: BatchEventHandler<S, DB>; batchSize: number; handler?: never }
   );
 
-/**
- * A consumer as a service lists it beside consumers of other subjects. Built only by `defineConsumer` (or the
- * definer of `consumersOf`), which checks the handler against its own subject's event type; the list then needs no
- * cast.
- */
+/** A consumer in a list of several subjects'; `defineConsumer` types its handler by its subject. */
 export type DeclaredConsumer<DB> = ConsumerOptions<Subject, DB> & { readonly __declared: true };
 
 /** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
 export function defineConsumer<S extends Subject, DB>(options: ConsumerOptions<S, DB>): DeclaredConsumer<DB> {
-  // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's schema).
+  // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's
+  // schema).
   return options as unknown as DeclaredConsumer<DB>;
 }
 
-/**
- * `defineConsumer` for one service's `Database`: each handler's transaction is a `Transaction<DB>`, and the subject
- * is still read off each definition (`const consumer = consumersOf<CheckoutDatabase>()`).
- */
+/** `defineConsumer` for one service's `Database` (`const consumer = consumersOf<CheckoutDatabase>()`). */
 export function consumersOf<DB>(): <S extends Subject>(
   options: ConsumerOptions<S, DB>,
 ) => DeclaredConsumer<DB> {
@@ -260,7 +250,8 @@ export class InboxConsumer<S extends Subject, DB> {
       },
       async () => {
         await this.db.transaction().execute(async (trx) => {
-          // Sorted, so two transactions holding the same redelivered events take their inbox keys in one order.
+          // Sorted, so two transactions holding the same redelivered events take their inbox keys in one
+          // order.
           const ids = [...new Set(envelopes.map((e) => e.id))].sort();
           const inserted = await sql<{ event_id: string }>`insert into inbox (consumer, event_id)
               select ${this.options.durable}, id from unnest(${ids}::text[]) id order by id

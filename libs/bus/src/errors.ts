@@ -1,7 +1,4 @@
-/**
- * The bus's errors share one base, `BusError`, with a named subclass per situation (`RpcUnavailableError`,
- * `RpcServiceError`, `EventTooLargeError`, `SealedValueError`, the two below); NATS's own are matched by code.
- */
+/** The bus's errors share one base, with a named subclass per situation; NATS's own are matched by code. */
 export class BusError extends Error {
   override name = 'BusError';
 }
@@ -16,10 +13,7 @@ export class DeadLetterError extends BusError {
   override name = 'DeadLetterError';
 }
 
-/**
- * JetStream API error codes (nats-server's `err_code`), matched by number, never by message text, which
- * servers reword between versions.
- */
+/** JetStream API error codes (`err_code`), matched by number: servers reword the text between versions. */
 export const JetStreamErrorCode = {
   ConsumerNotFound: 10014,
   ConsumerNameInUse: 10013,
@@ -50,9 +44,8 @@ export const isConsumerExistsError = (error: unknown) =>
   );
 
 /**
- * A JetStream API request that got no answer in time or found no responder: the server is electing a leader or is
- * overloaded (a chaos run's new 3-node cluster timed out a consumer lookup at start-up). Worth asking again; a
- * refusal (a bad configuration, a permission) is not.
+ * A JetStream API request with no answer in time or no responder (a leader election, an overloaded server):
+ * worth asking again; a refusal (a bad configuration, a permission) is not.
  */
 export function isTransientJetStreamError(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;

@@ -61,18 +61,15 @@ export async function startAuthorizedNatsServer(options: {
     await exited;
   };
   let output = '';
+  const startTimeoutMs = options.startTimeoutMs ?? 15_000;
   try {
     const port = await new Promise<number>((resolve, reject) => {
       let listening: number | undefined;
-      const timer = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `nats-server did not get ready within ${options.startTimeoutMs ?? 15_000} ms: ${output.slice(-2000)}`,
-            ),
-          ),
-        options.startTimeoutMs ?? 15_000,
-      );
+      const timer = setTimeout(() => {
+        reject(
+          new Error(`nats-server did not get ready within ${startTimeoutMs} ms: ${output.slice(-2000)}`),
+        );
+      }, startTimeoutMs);
       child.stderr!.on('data', (chunk: Buffer) => {
         output += chunk.toString();
         const match = /Listening for client connections on [^\s]*:(\d+)/.exec(output);

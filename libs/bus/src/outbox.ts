@@ -143,7 +143,7 @@ export class OutboxRelay {
     this.loop.start();
   }
 
-  /** Ask for a pass now (after a commit that enqueued events) instead of waiting for the poll. */
+  /** A pass now (after a commit that enqueued events) instead of at the poll. */
   kick(): void {
     this.loop.kick();
   }
@@ -194,8 +194,7 @@ export class OutboxRelay {
    */
   async publishBatch(): Promise<number> {
     const db = this.db;
-    // An idle pass is this one statement: every service's relay polls every pollIntervalMs, and BEGIN, the locking
-    // select and COMMIT were three round trips for nothing (the dashboard suite sent 10,741 statements, now 7,264).
+    // An idle pass is this one statement, not BEGIN, a locking select and COMMIT: every relay polls often.
     if (!(await this.hasUnpublished())) return 0;
     return db.transaction().execute(async (trx) => {
       // The stored JSON as text and its trace fields: published as it is, without parsing and writing it again.

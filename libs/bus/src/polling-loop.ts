@@ -49,7 +49,6 @@ export class PollingLoop {
     private readonly options: PollingLoopOptions,
   ) {}
 
-  /** Whether a pass is running now. */
   get running(): boolean {
     return this.current !== undefined;
   }
@@ -74,8 +73,9 @@ export class PollingLoop {
   }
 
   /**
-   * Kicks, and resolves once a pass that started after this call has ended (whatever its outcome), or at once when
-   * the loop is stopped: for a caller that must know its work went out (a revoked key) before it answers.
+   * Kicks, and resolves once a pass that started after this call has ended (whatever its outcome), or at once
+   * when the loop is stopped: for a caller that must know its work went out (a revoked key) before it
+   * answers.
    */
   runSoon(): Promise<void> {
     if (this.stopped) return Promise.resolve();
@@ -159,10 +159,7 @@ export class PollingLoop {
   }
 }
 
-/**
- * A background task that is one PollingLoop: start, stop and kick go to the loop, and `afterStop` releases what the
- * passes used once none runs. A subclass builds `loop` in its constructor and keeps its passes.
- */
+/** A task that is one PollingLoop (its subclass builds `loop`); `afterStop` releases what the passes used. */
 export abstract class PolledTask {
   protected abstract readonly loop: PollingLoop;
 
@@ -170,13 +167,11 @@ export abstract class PolledTask {
     this.loop.start();
   }
 
-  /** Stops the loop (waiting for a running pass as its options say), then `afterStop`. */
   async stop(): Promise<void> {
     await this.loop.stop();
     await this.afterStop();
   }
 
-  /** Ask for a pass now instead of at the next interval (new work was just written). */
   kick(): void {
     this.loop.kick();
   }

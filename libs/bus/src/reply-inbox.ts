@@ -27,9 +27,8 @@ interface Waiting {
 }
 
 /**
- * One reply subscription per connection for every request (`<inbox>.<token>`), as nats.js's own mux does, without
- * the Error nats.js builds for each answered request (its timer's cancel): at thousands of requests a second
- * those were a twentieth of the requester's time.
+ * One reply subscription per connection for every request (`<inbox>.<token>`), as nats.js's mux, without the
+ * Error nats.js builds for each answered request (costly at thousands a second).
  */
 class ReplyInbox {
   private readonly base: string;

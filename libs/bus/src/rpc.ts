@@ -61,8 +61,8 @@ export class RpcServiceError extends RpcUnavailableError {
 }
 
 /**
- * The header in which a requester of an RPC with `sealedReplyFields` sends its one-time X25519 public key; the
- * responder seals those fields of the reply to it (see sealed.ts).
+ * The header in which a requester of an RPC with `sealedReplyFields` sends its one-time X25519 public key;
+ * the responder seals those fields of the reply to it (see sealed.ts).
  */
 export const REPLY_KEY_HEADER = 'Paygate-Reply-Key';
 
@@ -76,10 +76,10 @@ export const RPC_INVALID_REQUEST = 400;
 export const RPC_HANDLER_FAILED = 500;
 
 /**
- * Calls a request-reply RPC declared in @paygate/contracts: validates the request before sending and the
- * reply on receipt. The reply fields the contract declares sealed come sealed to a key made for this request
- * and are opened before validation. No answer within `timeoutMs` (or no responder) throws RpcUnavailableError; a service error
- * answer throws RpcServiceError (a subclass, so callers that map "unavailable" to a 503 cover both).
+ * Calls an RPC declared in @paygate/contracts, validating request and reply; sealed reply fields come sealed
+ * to a key made for this request and are opened first. No answer in time (or no responder) throws
+ * RpcUnavailableError; a service error RpcServiceError (a subclass, so callers mapping "unavailable" to a 503
+ * cover both).
  */
 export async function requestRpc<N extends RpcName>(
   bus: Bus,
@@ -127,10 +127,7 @@ async function requestInSpan<N extends RpcName>(
   return validateRpcReply(name, reply);
 }
 
-/**
- * NATS headers holding the active trace context (W3C traceparent / tracestate); none without one, so the request
- * goes without a header block for the responder to parse.
- */
+/** NATS headers with the active trace context; none without one (no header block for the responder). */
 function traceHeaders(): MsgHdrs | undefined {
   const carrier = currentTraceCarrier();
   if (!carrier.traceparent) return undefined;
@@ -187,10 +184,9 @@ export interface RpcServer {
 }
 
 /**
- * Serves declared RPCs as one NATS service named after the responder, one endpoint per RPC on
- * `bus.rpcSubject(name)`, in the queue group of the responder's replicas (one replica answers each request).
- * An invalid request is answered with service error 400 naming the field, without calling the handler; a
- * handler that throws is answered 500; every reply is validated against the contract before it is sent.
+ * Serves declared RPCs as one NATS service named after the responder, in its replicas' queue group. An
+ * invalid request is answered 400 naming the field (the handler is not called), a handler that throws 500;
+ * every reply is validated against the contract before it is sent.
  */
 export async function serveRpcs<S extends ServiceName>(
   bus: Bus,
