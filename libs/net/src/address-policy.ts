@@ -61,7 +61,7 @@ export function isForbiddenAddress(address: string): boolean {
   return true;
 }
 
-/** Every address a host name resolves to. Injected in tests to stand in for DNS. */
+/** Every address a host name resolves to (tests stand in for DNS with one). */
 export type HostResolver = (host: string) => Promise<string[]>;
 
 const DNS_TIMEOUT_MS = 3000;
@@ -90,15 +90,6 @@ export function bareHost(hostname: string): string {
   return hostname.replace(/^\[|\]$/g, '');
 }
 
-/** Why this host's addresses may not be called, or undefined when all of them are public. */
-function forbiddenAddressProblem(host: string, addresses: readonly string[]): string | undefined {
-  const bad = addresses.find(isForbiddenAddress);
-  if (bad === undefined) return undefined;
-  return bad === host
-    ? `must not be a loopback, private or link-local address (${host})`
-    : `must not resolve to a loopback, private or link-local address (${host} resolves to ${bad})`;
-}
-
 /** The checks of a production seller URL that need no DNS: https, and not a name of this machine. */
 export function productionUrlProblem(url: URL): string | undefined {
   if (url.protocol !== 'https:') return 'must use https in production';
@@ -108,10 +99,8 @@ export function productionUrlProblem(url: URL): string | undefined {
 }
 
 /**
- * Why a URL may not be called in production, or undefined when it may. Every address the host resolves
- * to must be public (a host with one public and one private address is refused). This is the check at
- * registration; the same address rule is applied again at connect time (see `outbound.ts`), since DNS
- * may answer differently by then.
+ * Why a URL may not be called in production, or undefined when it may: every address the host resolves to must be
+ * public. The check at registration; `outbound.ts` applies it again at connect time, when DNS may answer otherwise.
  */
 export async function publicUrlProblem(
   url: URL,
@@ -130,5 +119,9 @@ export async function publicUrlProblem(
     }
   }
   if (addresses.length === 0) return `host ${host} does not resolve`;
-  return forbiddenAddressProblem(host, addresses);
+  const bad = addresses.find(isForbiddenAddress);
+  if (bad === undefined) return undefined;
+  return bad === host
+    ? `must not be a loopback, private or link-local address (${host})`
+    : `must not resolve to a loopback, private or link-local address (${host} resolves to ${bad})`;
 }

@@ -1,8 +1,4 @@
-/**
- * Paygate's outbound network rules for calls to sellers' servers: which addresses are forbidden in production,
- * the check of a seller URL at registration, and connections (undici dispatchers) that apply
- * the same rule again at connect time, against DNS rebinding.
- */
+/** Paygate's rule for calls to sellers' servers, at registration and again at connect time (see the README). */
 export {
   type HostResolver,
   isForbiddenAddress,

@@ -86,10 +86,7 @@ interface SellerDispatcherOptions {
   connections?: number;
 }
 
-/**
- * An undici dispatcher (for `fetch(url, { dispatcher })` or `dispatch`) whose every connection obeys the
- * policy.
- */
+/** An undici dispatcher (for `fetch(url, { dispatcher })` or `dispatch`) whose every connection obeys the policy. */
 export function sellerDispatcher(policy: OutboundPolicy, options: SellerDispatcherOptions = {}): Agent {
   const lookup = connectLookup(policy);
   const connector = buildConnector({

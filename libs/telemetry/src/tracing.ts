@@ -1,5 +1,4 @@
 import {
-  type Context,
   context,
   INVALID_SPAN_CONTEXT,
   propagation,
@@ -13,7 +12,6 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { NodeSDK } from '@opentelemetry/sdk-node';
 
 let sdk: NodeSDK | undefined;
-
 let contextReady = false;
 
 /** Without an SDK, still keep async context and W3C propagation so ids flow through logs and headers. */
@@ -57,9 +55,8 @@ export function startTelemetry(serviceName: string): void {
   });
   sdk.start();
   contextReady = true;
-  // A service's main module imports its server (express, hence node:http) before it starts telemetry; a require
-  // now hands the instrumentation the loaded module, which it patches in place (its Server prototype, request and
-  // get), so the servers made from it still get a span per request that continues the caller's traceparent.
+  // node:http was loaded (by express) before telemetry started: requiring it again hands the instrumentation the
+  // loaded module, which it patches in place, so its servers still get a span per request.
   require('node:http');
   require('node:https');
 }
@@ -72,7 +69,7 @@ export async function stopTelemetry(): Promise<void> {
   sdk = undefined;
 }
 
-export interface TraceCarrier {
+interface TraceCarrier {
   traceparent?: string;
   tracestate?: string;
 }
@@ -83,11 +80,6 @@ export function currentTraceCarrier(): TraceCarrier {
   const carrier: TraceCarrier = {};
   propagation.inject(context.active(), carrier);
   return carrier;
-}
-
-export function contextFromCarrier(carrier: TraceCarrier | undefined): Context {
-  ensureContext();
-  return carrier ? propagation.extract(context.active(), carrier) : context.active();
 }
 
 /** Runs `fn` in a span that continues the trace found in `carrier` (an HTTP request or a NATS message). */
@@ -104,24 +96,25 @@ export async function withSpan<T>(
   // No SDK and no trace to continue: the span would be a no-op without an id, so its context switch is skipped
   // (tests, tools and the benches run without one).
   if (!sdk && !options.carrier?.traceparent && !trace.getSpan(context.active())) return fn(UNTRACED_SPAN);
-  const tracer = trace.getTracer('paygate');
-  const parent = contextFromCarrier(options.carrier);
-  return tracer.startActiveSpan(
-    name,
-    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes ?? {} },
-    parent,
-    async (span) => {
-      try {
-        return await fn(span);
-      } catch (error) {
-        span.recordException(error as Error);
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        throw error;
-      } finally {
-        span.end();
-      }
-    },
-  );
+  const parent = options.carrier ? propagation.extract(context.active(), options.carrier) : context.active();
+  return trace
+    .getTracer('paygate')
+    .startActiveSpan(
+      name,
+      { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes ?? {} },
+      parent,
+      async (span) => {
+        try {
+          return await fn(span);
+        } catch (error) {
+          span.recordException(error as Error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          throw error;
+        } finally {
+          span.end();
+        }
+      },
+    );
 }
 
 const UNTRACED_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
