@@ -1,8 +1,6 @@
 /**
- * The browser's one way to Paygate's REST API, shared by the checkout widget and the seller dashboard (both
- * bundled by esbuild for pages, so this module uses nothing but fetch, AbortController and timers): a request
- * with a deadline that covers the body too, and the API's one error shape,
- * `{ error: { code, message, field, rule, requestId } }`, read into an ApiError.
+ * The browser's one way to Paygate's REST API (checkout widget, seller dashboard; nothing but fetch,
+ * AbortController and timers): a request with a deadline that covers the body too, failures read into an ApiError.
  */
 
 /** The API's error shape (the `error` of a failed answer's body). */

@@ -41,11 +41,9 @@ function significantDigits(text: string): number {
 }
 
 /**
- * Parses a decimal USDC string ("0.05", "10", "1.000001") into micro-USDC.
- * Accepts a JS number only when its shortest decimal form is itself a valid amount string,
- * because sellers send prices as numbers in JSON (docs/api.md, "Skills": a price is a string or a number).
- * A fractional number has at most 15 significant digits: up to 15 every decimal survives JSON parsing exactly,
- * beyond it the parsed number may be another amount than the one sent (9999999999.123456 arrives as …123455).
+ * Parses a decimal USDC string ("0.05", "10", "1.000001") into micro-USDC. A JS number (sellers send prices as JSON
+ * numbers) is accepted when its shortest decimal form is a valid amount and, if fractional, has at most 15
+ * significant digits: beyond that JSON parsing may yield another amount (9999999999.123456 arrives as …123455).
  */
 export function parseUsdc(input: unknown, options: { max?: MicroUsdc } = {}): MicroUsdc {
   let text: string;

@@ -53,15 +53,14 @@ export function onSellerUpdated(bus: Bus, forget: (sellerId: string) => void): S
 }
 
 /**
- * Resolves `Authorization: Bearer sk_…` (or a dashboard session token) to a seller by asking the registry over NATS request-reply,
+ * Resolves `Authorization: Bearer sk_…` (or a dashboard session token) to a seller by asking the registry over NATS,
  * caches the answer briefly, and drops a seller's entries as soon as `seller.updated` says its key changed.
  */
 export class SellerAuth {
   private readonly cache: LRUCache<string, CacheEntry>;
   /**
-   * The registry's answer on its way for each key: concurrent requests with one key share one question. A burst of
-   * a seller's calls with a cold cache asked it once per call, and on a loaded 2-core machine sixteen at once
-   * waited past the 2 s bound and were answered 503.
+   * The registry's answer on its way for each key: concurrent requests with one key share one question (a cold
+   * burst asking once per call waited past the 2 s bound on a loaded host, answered 503).
    */
   private readonly inFlight = new Map<string, Promise<CacheEntry>>();
   /**

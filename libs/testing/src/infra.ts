@@ -84,22 +84,6 @@ function createSuiteDatabase(database: string, settings: Record<string, string>,
   }, logger);
 }
 
-/** What every service of a suite is started with besides its database, schema and namespace. */
-function suiteServiceSettings(): Record<string, string> {
-  return {
-    PORT: '0',
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-    // About 20 s of patience: a shared Postgres briefly out of connection slots (53300) is waited out.
-    STARTUP_ATTEMPTS: '8',
-    // Several workers of up to seven services each share one Postgres of 100 connections.
-    DB_POOL_SIZE: '4',
-    // Idle connections go back sooner than production's 30 s, which filled Postgres; much sooner costs new sessions.
-    DB_IDLE_TIMEOUT_MS: '5000',
-    // A burst against a pool of 4 on a loaded 2-core host can wait past production's 5 s (a 503).
-    DB_CONNECT_TIMEOUT_MS: '15000',
-  };
-}
-
 /** `databaseSettings`: server settings of every connection to the suite's database (deadlock_timeout, say). */
 export async function createTestEnvironment(
   label = 't',
@@ -133,7 +117,16 @@ export async function createTestEnvironment(
         NATS_URL: TEST_NATS_URL,
         DB_SCHEMA: env.schemaFor(service),
         EVENT_NAMESPACE: namespace,
-        ...suiteServiceSettings(),
+        PORT: '0',
+        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+        // About 20 s of patience: a shared Postgres briefly out of connection slots (53300) is waited out.
+        STARTUP_ATTEMPTS: '8',
+        // Several workers of up to seven services each share one Postgres of 100 connections.
+        DB_POOL_SIZE: '4',
+        // Idle connections go back sooner than production's 30 s, which filled Postgres; sooner costs new sessions.
+        DB_IDLE_TIMEOUT_MS: '5000',
+        // A burst against a pool of 4 on a loaded 2-core host can wait past production's 5 s (a 503).
+        DB_CONNECT_TIMEOUT_MS: '15000',
         ...extra,
       };
     },
