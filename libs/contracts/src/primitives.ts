@@ -1,4 +1,8 @@
-import { type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
+import { type TLiteral, type TSchema, type TUnion, type TUnsafe, Type } from '@sinclair/typebox';
+
+/** A union of string literals: the same schema as Type.Union of each Type.Literal. */
+export const Literals = <const T extends readonly string[]>(values: T): TUnion<TLiteral<T[number]>[]> =>
+  Type.Union(values.map((value) => Type.Literal(value)));
 
 /** Decimal USDC amount on the wire: at most 6 decimals ("0.05", "10.004217"). */
 export const UsdcAmount = Type.String({
@@ -22,11 +26,7 @@ export const TxHash = Type.String({
 });
 export const IsoTime = Type.String({ format: 'date-time' });
 export const Id = Type.String({ minLength: 1, maxLength: 64 });
-export const NetworkName = Type.Union([
-  Type.Literal('base'),
-  Type.Literal('base-sepolia'),
-  Type.Literal('local'),
-]);
+export const NetworkName = Literals(['base', 'base-sepolia', 'local']);
 
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 

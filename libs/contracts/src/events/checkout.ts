@@ -1,16 +1,16 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
 import { CheckoutMatching } from './registry';
 
-export const CheckoutSessionStatus = Type.Union([
-  Type.Literal('open'),
-  Type.Literal('paid'),
-  Type.Literal('paid_late'),
-  Type.Literal('underpaid'),
-  Type.Literal('overpaid'),
-  Type.Literal('expired'),
-  // An operator sent the session's underpaid transfer back to its payer.
-  Type.Literal('refunded'),
+// `refunded`: an operator sent the session's underpaid transfer back to its payer.
+export const CheckoutSessionStatus = Literals([
+  'open',
+  'paid',
+  'paid_late',
+  'underpaid',
+  'overpaid',
+  'expired',
+  'refunded',
 ]);
 
 /** A checkout session after a change: every checkout.session_* event's payload and the public session object. */

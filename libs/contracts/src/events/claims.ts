@@ -1,13 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { Address, TxHash, UsdcAmount } from '../primitives';
+import { Address, Literals, TxHash, UsdcAmount } from '../primitives';
 
 /** The payment paths that may claim (spend on one thing) an on-chain transfer. */
-export const ClaimedVia = Type.Union([
-  Type.Literal('x402'),
-  Type.Literal('verify'),
-  Type.Literal('checkout'),
-  Type.Literal('operator_refund'),
-]);
+export const ClaimedVia = Literals(['x402', 'verify', 'checkout', 'operator_refund']);
 
 export type ClaimedVia = Static<typeof ClaimedVia>;
 

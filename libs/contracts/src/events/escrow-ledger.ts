@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, Nullable, TxHash, UsdcAmount } from '../primitives';
 
 /** The webhook's fields plus the ids a consumer needs to route it. */
 export const RefundRequested = Type.Object(
@@ -40,11 +40,7 @@ export const RefundApproved = Type.Object(
  * What a refund gives back: (part of) a payment, an unclaimed transfer, or one transfer for a payer's unserved calls
  * (`unserved_batch`: each call's refund is booked against its own payment).
  */
-export const RefundKind = Type.Union([
-  Type.Literal('payment'),
-  Type.Literal('unmatched_transfer'),
-  Type.Literal('unserved_batch'),
-]);
+export const RefundKind = Literals(['payment', 'unmatched_transfer', 'unserved_batch']);
 
 /**
  * The ledger has booked a refund; settlement must send `amount` USDC from escrow back to `payer`. `kind` absent

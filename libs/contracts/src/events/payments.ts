@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, NetworkName, Nullable, TxHash, UsdcAmount } from '../primitives';
 
-export const PaymentSource = Type.Union([Type.Literal('x402'), Type.Literal('checkout')]);
+export const PaymentSource = Literals(['x402', 'checkout']);
 
 /**
  * A payment booked by the ledger in the transaction of its `ledger.claim_transfer`: a fact for the notifier and the
@@ -45,12 +45,7 @@ export const PaymentReversed = Type.Object(
   { additionalProperties: false },
 );
 
-export const UpstreamOutcome = Type.Union([
-  Type.Literal('error_status'),
-  Type.Literal('timeout'),
-  Type.Literal('unreachable'),
-  Type.Literal('misconfigured'),
-]);
+export const UpstreamOutcome = Literals(['error_status', 'timeout', 'unreachable', 'misconfigured']);
 
 /**
  * A paid call's forward to the seller failed: the buyer may present the same payment again until `retryUntil`

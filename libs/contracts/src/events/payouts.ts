@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Nullable, SignedUsdcAmount, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, Nullable, SignedUsdcAmount, UsdcAmount } from '../primitives';
 
 /**
  * The one path of money out of escrow: settlement says a payout is due, the ledger reserves (or refuses) it in one
  * transaction, settlement sends exactly the reservation and reports the end (`payout.failed` alone gives it back).
  */
-export const PayoutKind = Type.Union([Type.Literal('seller'), Type.Literal('platform')]);
+export const PayoutKind = Literals(['seller', 'platform']);
 
 export const SettlementDue = Type.Object(
   {
@@ -43,7 +43,7 @@ export const PayoutRefused = Type.Object(
     payoutId: Id,
     kind: PayoutKind,
     sellerId: Nullable(Id),
-    reason: Type.Union([Type.Literal('below_minimum'), Type.Literal('nothing_available')]),
+    reason: Literals(['below_minimum', 'nothing_available']),
     /** What the seller (or the platform revenue) held; may be negative: refunds after a payout are owed. */
     available: SignedUsdcAmount,
     refusedAt: IsoTime,

@@ -1,29 +1,16 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Nullable, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, Nullable, UsdcAmount } from '../primitives';
 
-export const SkillStatus = Type.Union([
-  Type.Literal('PENDING_VALIDATION'),
-  Type.Literal('ACTIVE'),
-  Type.Literal('VALIDATION_FAILED'),
-  Type.Literal('SUSPENDED'),
-  Type.Literal('ARCHIVED'),
+export const SkillStatus = Literals([
+  'PENDING_VALIDATION',
+  'ACTIVE',
+  'VALIDATION_FAILED',
+  'SUSPENDED',
+  'ARCHIVED',
 ]);
-export const SkillType = Type.Union([
-  Type.Literal('API'),
-  Type.Literal('SaaS'),
-  Type.Literal('Product'),
-  Type.Literal('Service'),
-  Type.Literal('Subscription'),
-  Type.Literal('Content'),
-]);
-export const SkillMode = Type.Union([Type.Literal('PROXY'), Type.Literal('TICKET')]);
-export const HttpMethod = Type.Union([
-  Type.Literal('GET'),
-  Type.Literal('POST'),
-  Type.Literal('PUT'),
-  Type.Literal('PATCH'),
-  Type.Literal('DELETE'),
-]);
+export const SkillType = Literals(['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content']);
+export const SkillMode = Literals(['PROXY', 'TICKET']);
+export const HttpMethod = Literals(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 export const SkillEndpointSnapshot = Type.Object(
   {
@@ -67,13 +54,9 @@ export const SkillUpdated = Type.Object(
  */
 export const CHECKOUT_MATCHING_MODES = ['amount', 'deposit_address'] as const;
 export type CheckoutMatchingMode = (typeof CHECKOUT_MATCHING_MODES)[number];
-export const CheckoutMatching = Type.Union(CHECKOUT_MATCHING_MODES.map((mode) => Type.Literal(mode)));
+export const CheckoutMatching = Literals(CHECKOUT_MATCHING_MODES);
 
-export const SettlementFrequency = Type.Union([
-  Type.Literal('DAILY'),
-  Type.Literal('WEEKLY'),
-  Type.Literal('MONTHLY'),
-]);
+export const SettlementFrequency = Literals(['DAILY', 'WEEKLY', 'MONTHLY']);
 
 /** A seller's public settings; the webhook secret never travels on the bus (registry.webhook_secret). */
 export const SellerUpdated = Type.Object(

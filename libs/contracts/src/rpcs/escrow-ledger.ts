@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ClaimedVia, TransferClaimFields } from '../events/claims';
 import { PaymentSource } from '../events/payments';
-import { Address, Id, IsoTime, NetworkName, Nullable, UsdcAmount } from '../primitives';
+import { Address, Id, IsoTime, Literals, NetworkName, Nullable, UsdcAmount } from '../primitives';
 
 /**
  * What a claim pays for, booked in the claim's own transaction: the amount from suspense into the seller's hold
@@ -89,11 +89,7 @@ export const ClaimTransferReply = Type.Union([
     {
       ok: Type.Literal(false),
       /** Operator refunds only: the ledger's books differ from the request. */
-      reason: Type.Union([
-        Type.Literal('transfer_reorged'),
-        Type.Literal('amount_differs'),
-        Type.Literal('payer_differs'),
-      ]),
+      reason: Literals(['transfer_reorged', 'amount_differs', 'payer_differs']),
       message: Type.String(),
       booked: Type.Object({ from: Address, amount: UsdcAmount }, { additionalProperties: false }),
     },
@@ -102,7 +98,7 @@ export const ClaimTransferReply = Type.Union([
   Type.Object(
     {
       ok: Type.Literal(false),
-      reason: Type.Union([Type.Literal('invalid_request'), Type.Literal('internal_error')]),
+      reason: Literals(['invalid_request', 'internal_error']),
       message: Type.String(),
     },
     { additionalProperties: false },

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { Address, TxHash } from '../primitives';
+import { Address, Literals, TxHash } from '../primitives';
 
 const Bytes32 = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
 const UintString = Type.String({ pattern: '^(0|[1-9][0-9]{0,77})$' });
@@ -39,7 +39,7 @@ export type RelayerSubmitRequest = Static<typeof RelayerSubmitRequest>;
 export const RelayerSubmitReply = Type.Union([
   Type.Object({
     ok: Type.Literal(true),
-    status: Type.Union([Type.Literal('confirmed'), Type.Literal('submitted')]),
+    status: Literals(['confirmed', 'submitted']),
     txHash: TxHash,
     blockNumber: Type.Optional(Type.Integer({ minimum: 0 })),
     logIndex: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -54,20 +54,20 @@ export const RelayerSubmitReply = Type.Union([
   }),
   Type.Object({
     ok: Type.Literal(false),
-    reason: Type.Union([
-      Type.Literal('invalid_request'),
-      Type.Literal('relayer_unavailable'),
-      Type.Literal('relayer_out_of_gas'),
-      Type.Literal('insufficient_funds'),
-      Type.Literal('invalid_signature'),
-      Type.Literal('authorization_expired'),
-      Type.Literal('authorization_not_yet_valid'),
-      Type.Literal('nonce_already_used'),
-      Type.Literal('authorization_conflict'),
-      Type.Literal('simulation_failed'),
-      Type.Literal('transaction_failed'),
-      Type.Literal('chain_unavailable'),
-      Type.Literal('internal_error'),
+    reason: Literals([
+      'invalid_request',
+      'relayer_unavailable',
+      'relayer_out_of_gas',
+      'insufficient_funds',
+      'invalid_signature',
+      'authorization_expired',
+      'authorization_not_yet_valid',
+      'nonce_already_used',
+      'authorization_conflict',
+      'simulation_failed',
+      'transaction_failed',
+      'chain_unavailable',
+      'internal_error',
     ]),
     message: Type.String(),
   }),
