@@ -32,20 +32,13 @@ function paymentRequiredBody(
   challengeBody: Record<string, unknown> | undefined,
 ) {
   return {
-    ...(refusal ?? {}),
+    ...refusal,
     price: offer.price,
     description: offer.description,
     ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
     ...(offer.accessUrl !== undefined ? { accessUrl: offer.accessUrl } : {}),
     ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
-    ...(p
-      ? {
-          network: p.network,
-          chainId: p.chainId,
-          payTo: p.payTo,
-          asset: p.asset,
-        }
-      : {}),
+    ...(p ? { network: p.network, chainId: p.chainId, payTo: p.payTo, asset: p.asset } : {}),
     resource,
     ...(p ? { confirmations: p.confirmations } : {}),
     type: offer.type,
@@ -53,7 +46,7 @@ function paymentRequiredBody(
     ...(p
       ? {}
       : { unavailable: 'Paygate cannot be reached right now to name the escrow wallet; retry shortly' }),
-    ...(challengeBody ?? {}),
+    ...challengeBody,
   };
 }
 
