@@ -99,11 +99,11 @@ export class TicketVerifier {
     const verified = await this.claimsOf(token, parameters.issuer);
     if (!verified.ok) return verified;
     const claims = verified.claims;
-    const base = this.basePath;
-    if (claims.method !== req.method || `${base}${claims.path}` !== path) {
+    const claimed = `${this.basePath}${claims.path}`;
+    if (claims.method !== req.method || claimed !== path) {
       return this.refuse(
         'wrong_resource',
-        `ticket is for ${claims.method} ${base}${claims.path}, not ${req.method} ${path}`,
+        `ticket is for ${claims.method} ${claimed}, not ${req.method} ${path}`,
         403,
       );
     }
