@@ -19,8 +19,6 @@ import { SessionStore } from './sessions/sessions';
 import { Sweeper } from './sessions/sweeper';
 import { staticRoutes } from './static/routes';
 
-const OPENAPI_PATH = '/api/v1/openapi/checkout.json';
-
 /** The OpenAPI 3.1 document's own facts; its paths are the declared routes (and the document route). */
 const checkoutDocument = {
   title: 'Paygate checkout',
@@ -58,7 +56,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
           ...sessionRoutes(ctx, config, store, sellerAuth, projections, limits),
           ...operatorRoutes(ctx, config, matching),
         ],
-        openApi: { path: OPENAPI_PATH, document: checkoutDocument },
+        openApi: { path: '/api/v1/openapi/checkout.json', document: checkoutDocument },
         consumers: checkoutConsumers(matching, projections),
         tasks: [new Sweeper(ctx.logger, store, config.sweepIntervalMs), limits],
         async stop() {

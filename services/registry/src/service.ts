@@ -1,5 +1,5 @@
 import type { HostResolver } from '@paygate/net';
-import { type RunningService, startService } from '@paygate/runtime';
+import { type RunningService, SecretBox, startService } from '@paygate/runtime';
 import { migrations } from '../migrations';
 import { DueAccountChanges } from './accounts/due-changes';
 import { signInRateLimits } from './accounts/rate-limits';
@@ -13,7 +13,6 @@ import type { RegistryContext } from './context';
 import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
 import { rpcResponders } from './rpc';
-import { registrySecretBox } from './shared/secrets';
 import { skillNameRoutes } from './skills/name-routes';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
@@ -34,7 +33,9 @@ export function startRegistry(
       const rc: RegistryContext = {
         ctx,
         config,
-        secrets: registrySecretBox(config.secretsEncryptionKey),
+        // Webhook secrets and forwarding keys must be readable (the notifier and gateway use them): sealed with
+        // AES-256-GCM under a key derived from SECRETS_ENCRYPTION_KEY, so a leaked table alone reveals nothing.
+        secrets: new SecretBox(config.secretsEncryptionKey, 'paygate-registry-secrets'),
         siweDomain: new URL(config.publicBaseUrl).host,
         resolveHost: options.resolveHost,
         signInLimits: signInRateLimits(ctx.db, config),

@@ -360,7 +360,7 @@ export class SessionStore {
   }
 }
 
-function isUniqueViolation(error: unknown, constraint?: string): boolean {
+function isUniqueViolation(error: unknown, constraint: string): boolean {
   const e = error as { code?: string; constraint?: string };
-  return e?.code === '23505' && (!constraint || e.constraint === constraint);
+  return e?.code === '23505' && e.constraint === constraint;
 }

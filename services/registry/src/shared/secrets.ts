@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { forwardingKeyFromApiKey } from '@paygate/protocol';
-import { SecretBox } from '@paygate/runtime';
+import type { SecretBox } from '@paygate/runtime';
 import { verifyMessage } from 'ethers';
 
 /** API keys are 192-bit random strings, so a fast hash (sha256) is the right lookup key: nothing to brute-force. */
@@ -41,12 +41,4 @@ export function signerOf(message: string, signature: string): string | undefined
 
 export function newId(prefix: string): string {
   return `${prefix}_${randomBytes(12).toString('base64url').replace(/[-_]/g, 'x')}`;
-}
-
-/**
- * Webhook secrets must be readable (notifier signs with them), so they are stored encrypted with
- * AES-256-GCM under a key derived from SECRETS_ENCRYPTION_KEY: a leaked table alone reveals nothing.
- */
-export function registrySecretBox(material: string): SecretBox {
-  return new SecretBox(material, 'paygate-registry-secrets');
 }
