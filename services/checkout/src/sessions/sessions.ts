@@ -50,20 +50,11 @@ const MAX_ALLOCATION_ATTEMPTS = 4;
 /** Why a session of the amount mode was given a deposit address instead (logged, and counted in tests). */
 type AmountFallbackReason = 'price_crowded' | 'seller_share' | 'contention' | 'amount_at_limit';
 
-/** The number of suffixes of a price (1 .. n micro-USDC) and a seller's cap among them (0: none). */
-function amountCapacity(config: Pick<CheckoutConfig, 'amountSuffixRangeMicro' | 'maxAmountSharePercent'>) {
-  const suffixes = config.amountSuffixRangeMicro - 1;
-  const share =
-    config.maxAmountSharePercent >= 100
-      ? 0
-      : Math.max(1, Math.floor((suffixes * config.maxAmountSharePercent) / 100));
-  return { suffixes, share };
-}
-
 /** Sessions: creation, reads with lazy expiry, and the sweep that expires them and releases their amounts. */
 export class SessionStore {
   private readonly createStatement: CreateSessionStatement;
   private readonly addresses: DepositAddressAllocator;
+  /** The number of suffixes of a price (1 .. n micro-USDC) and a seller's cap among them (0: none). */
   private readonly capacity: { suffixes: number; share: number };
 
   constructor(
@@ -74,7 +65,10 @@ export class SessionStore {
   ) {
     this.createStatement = new CreateSessionStatement(config);
     this.addresses = new DepositAddressAllocator(ctx.db, depositNode(config.depositXpub));
-    this.capacity = amountCapacity(config);
+    const suffixes = config.amountSuffixRangeMicro - 1;
+    const { maxAmountSharePercent: percent } = config;
+    const share = percent >= 100 ? 0 : Math.max(1, Math.floor((suffixes * percent) / 100));
+    this.capacity = { suffixes, share };
   }
 
   private newRow(input: NewSession): SessionRow {

@@ -85,15 +85,15 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
         order by updated_at limit ${config.validationConcurrency}
         for update skip locked)
       returning id, validation_seq`.execute(ctx.db);
-    await Promise.all(claimed.rows.map((row) => this.validateOne(row.id, row.validation_seq)));
+    await Promise.all(
+      claimed.rows.map(async ({ id, validation_seq }) => {
+        const state = await loadSkill(ctx.db, { id });
+        if (!state) return;
+        const { failure, health } = await this.probeSkill(state);
+        await this.recordValidation(id, validation_seq, failure, health);
+      }),
+    );
     return claimed.rows.length;
-  }
-
-  private async validateOne(skillId: string, seq: number): Promise<void> {
-    const state = await loadSkill(this.rc.ctx.db, { id: skillId });
-    if (!state) return;
-    const { failure, health } = await this.probeSkill(state);
-    await this.recordValidation(skillId, seq, failure, health);
   }
 
   private probe(state: SkillWithEndpoints, e: EndpointRow) {

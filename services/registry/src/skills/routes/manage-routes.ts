@@ -19,7 +19,6 @@ import {
   checkEndpointInput,
   checkTypeFields,
   defaultHoldHours,
-  type EndpointInput,
   normalizeCategories,
   refuseAmbiguousPaths,
   refuseDuplicateRoutes,
@@ -30,13 +29,7 @@ import { acceptManualSkillMd, skillMdVersion } from '../skill-md';
 import { applySkillTransition, skillTransition } from '../status';
 import { idempotencyKey, NameParams, type SkillRouteKit, skillMdResponse, skillPage } from './kit';
 
-interface NewSkill {
-  body: Static<typeof SkillCreate>;
-  apiBaseUrl: string;
-  typeFields: TypeFields;
-  categories: string[];
-  endpoints: EndpointInput[];
-}
+type NewSkill = Awaited<ReturnType<typeof checkNewSkill>>;
 
 /**
  * Refuses a seller's skill past `maxSkills` (409 skill_limit_reached). The seller's row is locked first, so that
@@ -133,7 +126,7 @@ function checkApiBaseUrl(rc: SkillRouteKit['rc'], value: string): Promise<string
 }
 
 /** The checked parts of a new skill: its URL, type fields, categories and endpoints (routes unique, unambiguous). */
-async function checkNewSkill(rc: SkillRouteKit['rc'], body: Static<typeof SkillCreate>): Promise<NewSkill> {
+async function checkNewSkill(rc: SkillRouteKit['rc'], body: Static<typeof SkillCreate>) {
   const apiBaseUrl = await checkApiBaseUrl(rc, body.apiBaseUrl);
   const typeFields = checkTypeFields({
     type: body.type,
