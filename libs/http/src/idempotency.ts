@@ -12,8 +12,9 @@ import { HttpError, HttpReason } from './errors';
  *
  * Storage is each service's own (its own table in its own schema), behind one of two interfaces:
  * `IdempotencyStore` when the answer is stored in the transaction that makes the effect (escrow-ledger,
- * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose record
- * is written by the statement that makes the effect (checkout) uses the fingerprint and `replayOrRefuse`.
+ * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose
+ * record is written by the statement that makes the effect (checkout) uses the fingerprint and
+ * `replayOrRefuse`.
  */
 const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -69,8 +70,10 @@ export function fingerprintOf(req: Request): string {
   return requestFingerprint({ method: req.method, path: req.originalUrl, body: req.body });
 }
 
-function idempotencyKeyReused(): HttpError {
-  return new HttpError(
+/** Same request: nothing to say; another request under the key: 409 idempotency_key_reused. */
+export function refuseOtherRequest(storedFingerprint: string, fingerprint: string): void {
+  if (storedFingerprint === fingerprint) return;
+  throw new HttpError(
     409,
     HttpReason.IdempotencyKeyReused,
     'this Idempotency-Key was used with a different request',
@@ -79,11 +82,6 @@ function idempotencyKeyReused(): HttpError {
       rule: 'must not be reused with a different body',
     },
   );
-}
-
-/** Same request: nothing to say; another request under the key: 409 idempotency_key_reused. */
-export function refuseOtherRequest(storedFingerprint: string, fingerprint: string): void {
-  if (storedFingerprint !== fingerprint) throw idempotencyKeyReused();
 }
 
 export interface IdempotentAnswer {
@@ -129,8 +127,8 @@ export interface IdempotencyStore {
 }
 
 /**
- * Runs `run` at most once per key, in the caller's transaction (the store's): a concurrent request with the key
- * waits on the lock, then replays the answer. Without a key, `run` simply runs.
+ * Runs `run` at most once per key, in the caller's transaction (the store's): a concurrent request with the
+ * key waits on the lock, then replays the answer. Without a key, `run` simply runs.
  */
 export async function idempotentInTransaction(
   store: IdempotencyStore,
@@ -150,18 +148,17 @@ export async function idempotentInTransaction(
 }
 
 /**
- * Keys claimed before the work runs, outside any transaction: a claim is a row without an answer; no connection
- * is held while the work runs or a duplicate waits (holding one deadlocks the pool once waiters take them all).
- * A claim is held by the request whose claim time (to the millisecond) the row carries: only that request completes
- * or releases it, so a request whose claim was taken over (it ran past `abandonedAfterMs`) changes nothing.
+ * Keys claimed before the work runs, outside any transaction (held connections would deadlock the pool once
+ * waiters take them all). Only the request whose claim time the row carries completes or releases it, so one
+ * whose claim was taken over (past `abandonedAfterMs`) changes nothing.
  */
 export interface IdempotencyClaims {
   /** The claim time when this request took the key (no row existed); undefined otherwise. */
   claim(request: IdempotentRequest): Promise<Date | undefined>;
   find(request: IdempotentRequest): Promise<StoredKey | undefined>;
   /**
-   * Takes over a claim still without an answer and still claimed at `abandonedAt` (the time `find` read): the new
-   * claim time, or undefined when another request took it over first or it was answered or released.
+   * Takes over a claim still without an answer and still claimed at `abandonedAt` (the time `find` read): the
+   * new claim time, or undefined when another request took it over first or it was answered or released.
    */
   takeOver(request: IdempotentRequest, abandonedAt: Date): Promise<Date | undefined>;
   /** Stores the answer on the claim made at `claimedAt` (nothing when the claim is no longer this request's). */
@@ -190,10 +187,9 @@ const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
 };
 
 /**
- * Runs `run` at most once per key with claims: the first request claims the key, runs and stores its answer; a
- * concurrent duplicate polls until the answer is there and replays it, or answers 409
- * idempotency_request_in_progress after `duplicateWaitMs`. Only answers of work that did not throw are stored,
- * so a request that failed may be retried with the same key.
+ * Runs `run` at most once per key: the first request claims it, runs and stores the answer; a duplicate polls
+ * and replays it, or answers 409 after `duplicateWaitMs`. A run that threw stores nothing: the key may be
+ * retried.
  */
 export async function idempotentWithClaim(
   claims: IdempotencyClaims,
@@ -211,7 +207,8 @@ export async function idempotentWithClaim(
     const replay = replayOrRefuse(stored, request.fingerprint);
     if (replay) return replay;
     if (stored.createdAt && Date.now() - stored.createdAt.getTime() > timings.abandonedAfterMs) {
-      // One duplicate takes it over (the claim time it read must still be there); the others wait for its answer.
+      // One duplicate takes it over (the claim time it read must still be there); the others wait for its
+      // answer.
       const takenAt = await claims.takeOver(request, stored.createdAt);
       if (takenAt) return runClaimed(claims, request, takenAt, run);
       continue;

@@ -57,13 +57,12 @@ export interface RateLimitTables {
 }
 
 /**
- * Fixed windows counted in Postgres (`rate_limit_windows`, shipped as rateLimitMigrations), shared by every replica of a service. To keep Postgres off
- * the hot path, a replica that saw the shared count less than `freshMs` ago and is below half the limit
- * counts locally and adds its hits to the shared row every `flushIntervalMs`; near the limit every hit is
- * an atomic upsert whose returned total decides. Overshoot across replicas is bounded by what the others
- * allowed locally in one flush interval while below half the limit; within a replica there is none, since a
- * local decision counts the hits still being written too. Hits whose write fails stay pending and go with the next
- * write. One clock (`now`) cuts the windows and ages the shared count.
+ * Fixed windows counted in Postgres (`rate_limit_windows`), shared by every replica. A replica that saw the
+ * shared count less than `freshMs` ago and is below half the limit counts locally and flushes every
+ * `flushIntervalMs`; near the limit every hit is an atomic upsert whose total decides. Overshoot across
+ * replicas is bounded by what the others allowed locally in one flush interval; within a replica there is
+ * none (hits being written count). Hits whose write fails stay pending for the next write. One clock (`now`)
+ * cuts windows and ages the count.
  */
 export class SharedRateLimiter {
   private readonly buckets = new Map<string, BucketState>();
@@ -149,9 +148,9 @@ export class SharedRateLimiter {
   }
 
   /**
-   * A hit on `bucket`, then, only when it was allowed, one on `next`'s `nextBucket`: what `hit` on each in turn
-   * decides, in one statement when both limiters count every hit in Postgres (freshMs 0) on the same database. The
-   * second decision is undefined when the first refused (nothing was counted on it).
+   * A hit on `bucket`, then, only when it was allowed, one on `next`'s `nextBucket`: what `hit` on each in
+   * turn decides, in one statement when both limiters count every hit in Postgres (freshMs 0) on the same
+   * database. The second decision is undefined when the first refused (nothing was counted on it).
    */
   async hitThen(
     bucket: string,
@@ -189,8 +188,9 @@ export class SharedRateLimiter {
   }
 
   /**
-   * Takes back one hit counted on `bucket` at `at`, in that time's window, never below zero: for a hit whose work
-   * turned out not to be that bucket's to pay for (the relayer's budget of a seller, when the payer failed).
+   * Takes back one hit counted on `bucket` at `at`, in that time's window, never below zero: for a hit whose
+   * work turned out not to be that bucket's to pay for (the relayer's budget of a seller, when the payer
+   * failed).
    */
   async giveBack(bucket: string, at: Date): Promise<void> {
     const atMs = at.getTime();
@@ -338,8 +338,8 @@ export async function checkRateLimit(
 
 /**
  * checkRateLimit for a hot path: decided at once (returns, or throws the 429) when this replica can decide it
- * locally, else a promise of the shared count's decision. A paying subscriber's repeated call pays no promise for
- * its rate limit.
+ * locally, else a promise of the shared count's decision. A paying subscriber's repeated call pays no promise
+ * for its rate limit.
  */
 export function rateLimitNowOrLater(
   limiter: SharedRateLimiter,

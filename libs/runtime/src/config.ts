@@ -159,7 +159,7 @@ export function parseEnv<S extends EnvSpecs>(
   return problems ? { ...parsed } : parsed;
 }
 
-/** Throws one ConfigError naming every problem, if any; `parsed` (of parseEnv with problems) is whole after. */
+/** Throws one ConfigError naming every problem, if any; `parsed` (parseEnv with problems) is then whole. */
 export function throwIfProblems<T extends object>(
   problems: string[],
   parsed?: Partial<T>,

@@ -201,7 +201,7 @@ export async function migrateToLatest<DB>(
   await applyRepeatableSql(db, schema, repeatableSql, logger);
 }
 
-/** Functions and views defined once (`create or replace`), applied after migrations when their text changed. */
+/** Functions and views defined once (`create or replace`), applied after migrations when changed. */
 export interface RepeatableSql {
   name: string;
   sql: string;

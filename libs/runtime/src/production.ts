@@ -1,10 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ConfigError } from './config';
 
-/**
- * Public JSON-RPC endpoints that are rate limited and documented as not for production traffic. Fine for a
- * look around; a service polling one every few milliseconds is throttled and stops seeing the chain.
- */
+/** Public JSON-RPC endpoints, rate limited: a service polling one every few ms is throttled, goes blind. */
 const PUBLIC_RATE_LIMITED_RPC_HOSTS: readonly string[] = [
   'mainnet.base.org',
   'sepolia.base.org',
@@ -23,9 +20,9 @@ const DEV_VALUE = /^dev[-_]|not[-_]?(a[-_])?secret|not[-_]for[-_]production|dev[
 const ZERO_ADDRESS = /^0x0{40}$/i;
 
 /**
- * sha256 (of the lowercase hex, without 0x) of the private keys of the ten accounts anvil and Hardhat derive from
- * their public dev mnemonic "test test … junk" (m/44'/60'/0'/0/0-9): anyone can sign with them, and bots sweep
- * any mainnet funds sent to them within seconds. Hashes, so no private key is spelled out in production code.
+ * sha256 (lowercase hex, no 0x) of the keys of anvil's and Hardhat's ten accounts of "test test … junk":
+ * anyone can sign with them and bots sweep their funds in seconds. Hashed, so no key is spelled out in
+ * production code.
  */
 const PUBLIC_DEV_KEY_HASHES: ReadonlySet<string> = new Set([
   'bc1a50966c9e6486bc4ebf880b51611a2a97fcb8e7a6976e9b81a9e3e8ca0e3c',
@@ -40,7 +37,6 @@ const PUBLIC_DEV_KEY_HASHES: ReadonlySet<string> = new Set([
   '967f21586cdf1248a862f2cfb330099701c942c2c7a7537c54f7ec48f8556505',
 ]);
 
-/** True for one of the public anvil/Hardhat dev accounts' private keys (0x-prefixed or not, any case). */
 function isPublicDevKey(privateKey: string): boolean {
   const hex = privateKey.trim().replace(/^0x/i, '').toLowerCase();
   return PUBLIC_DEV_KEY_HASHES.has(createHash('sha256').update(hex).digest('hex'));
@@ -53,11 +49,7 @@ const PLACEHOLDER =
 const MIN_SECRET_BITS = 64;
 const MIN_DISTINCT_CHARACTERS = 10;
 
-/**
- * Why a secret (or a private key) is too predictable, or undefined: a placeholder word, few distinct characters
- * (`aaaa…`, `0x000…01`), a short unit repeated (`changeme-changeme-…`, `abcabc…`), or little entropy by the
- * characters' frequencies (an estimate: length × Shannon entropy per character).
- */
+/** Why a secret is predictable: a placeholder, few distinct characters, a repeated unit, low entropy. */
 function weakSecretProblem(value: string): string | undefined {
   if (PLACEHOLDER.test(value)) return 'is a placeholder value';
   const body = value.replace(/^0x/i, '');
@@ -81,44 +73,24 @@ function weakSecretProblem(value: string): string | undefined {
 }
 
 interface ProductionGuardOptions {
-  /** The service the error names. */
   serviceName: string;
   /** NODE_ENV=production; every rule below applies only then. */
   production: boolean;
-  /**
-   * The escrow wallet the service uses: must not be the zero address, and ESCROW_ADDRESS must be set unless
-   * `escrowFromKey` (settlement derives it from the key it signs with).
-   */
+  /** Never the zero address; ESCROW_ADDRESS set unless `fromKey` (settlement derives it from its key). */
   escrow?: { address: string; fromKey?: boolean };
   /** A service that polls the chain: a public rate-limited endpoint needs polls at least 1 s apart. */
   rpcPolling?: { url: string; intervalMs: number; variable: string };
-  /**
-   * Secrets that must be set explicitly (no development default), long enough (24 characters unless given),
-   * and not a development value.
-   */
+  /** Set explicitly, long enough (24 characters unless given), not a development value, not guessable. */
   secrets?: ReadonlyArray<string | { name: string; minLength: number }>;
-  /**
-   * The gateway and the indexer must count confirmations the same way: each sees only its own environment, so
-   * in production both need the one shared CONFIRMATIONS (k8s: the paygate-common ConfigMap), never their
-   * differing per-service defaults.
-   */
+  /** The gateway and the indexer must count confirmations alike: both need the one shared CONFIRMATIONS. */
   sharedConfirmations?: boolean;
-  /**
-   * A service that must know the checkout wallet (the indexer watches it, the ledger reconciles it): checkout hands
-   * it to every amount-matched session, so a service without it would never see, or never count, their payments.
-   */
+  /** A service that must know the checkout wallet (the indexer watches it, the ledger reconciles it). */
   checkoutWallet?: boolean;
-  /**
-   * Private keys the service signs with (the escrow wallet's, the relayer's): never a public anvil/Hardhat dev
-   * key, never a guessable one. An empty value is skipped (an optional key that is not configured).
-   */
+  /** Keys the service signs with: never a public anvil/Hardhat key nor a guessable one; empty is skipped. */
   privateKeys?: ReadonlyArray<{ name: string; value: string | undefined }>;
 }
 
-/**
- * The one production check of a service's configuration: throws one ConfigError naming the service and every
- * variable that breaks a rule. Outside production it checks nothing (the dev defaults are fine there).
- */
+/** The one production check of a service's config: one ConfigError naming every variable breaking a rule. */
 export function productionGuards(env: NodeJS.ProcessEnv, options: ProductionGuardOptions): void {
   if (!options.production) return;
   const problems: string[] = [];

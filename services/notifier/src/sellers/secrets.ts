@@ -8,14 +8,12 @@ import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
  * a newer one asks again). In memory only: never logged nor stored.
  */
 export class WebhookSecrets {
-  private readonly cache: LRUCache<string, { secret: string; version: number }>;
+  private readonly cache = new LRUCache<string, { secret: string; version: number }>({ max: 10_000 });
 
   constructor(
     private readonly bus: Bus,
-    private readonly options: { timeoutMs: number; maxEntries?: number },
-  ) {
-    this.cache = new LRUCache({ max: options.maxEntries ?? 10_000 });
-  }
+    private readonly options: { timeoutMs: number },
+  ) {}
 
   async get(sellerId: string, minimumVersion: number): Promise<{ secret: string; version: number }> {
     const cached = this.cache.get(sellerId);
@@ -33,9 +31,7 @@ export class WebhookSecrets {
         `registry did not answer the webhook secret request: ${(error as Error).message}`,
       );
     }
-    if (!reply.ok) {
-      throw new NoWebhookSecretError(sellerId);
-    }
+    if (!reply.ok) throw new NoWebhookSecretError(sellerId);
     const entry = { secret: reply.secret, version: reply.version };
     // Two answers can cross: an older version arriving last must not replace a newer one already kept.
     const kept = this.cache.get(sellerId);

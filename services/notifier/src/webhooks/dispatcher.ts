@@ -103,27 +103,21 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
     await this.sellers.close();
   }
 
-  private async pass(): Promise<PassOutcome> {
-    const requested = this.freeSlots();
-    const claimed = await this.runOnce();
-    // A full claim with slots left: more may be waiting. Otherwise a freed slot or a new delivery kicks.
-    return requested > 0 && claimed >= requested && this.freeSlots() > 0;
-  }
-
   private freeSlots(): number {
     const { config } = this.deps;
     return Math.min(config.webhookBatchSize, config.webhookConcurrency - this.inFlight.size);
   }
 
-  /** One pass: fail what expired behind an open circuit, claim for the free slots and start sending; how many. */
-  async runOnce(): Promise<number> {
+  /** One pass: fail what expired behind an open circuit, claim for the free slots and start sending. */
+  private async pass(): Promise<PassOutcome> {
     const { config, db, logger } = this.deps;
+    const requested = this.freeSlots();
     const now = config.now();
     const expired = await failExpiredHeld(db, { now, limit: EXPIRED_HELD_PER_PASS });
     if (expired > 0)
       logger.warn({ count: expired }, 'webhook deliveries failed: retry window ended behind an open circuit');
     const limit = this.freeSlots();
-    if (limit <= 0) return 0;
+    if (limit <= 0) return false;
     const claim = await claimFairly(db, { ...config, now, limit, after: this.cursor });
     this.cursor = claim.cursor;
     if (claim.probes > 0) this.transitions.inc({ to: 'half_open' }, claim.probes);
@@ -141,7 +135,8 @@ export class WebhookDispatcher extends PolledTask implements BackgroundTask {
         });
       this.inFlight.add(sending);
     }
-    return claim.deliveries.length;
+    // A full claim with slots left: more may be waiting. Otherwise a freed slot or a new delivery kicks.
+    return requested > 0 && claim.deliveries.length >= requested && this.freeSlots() > 0;
   }
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
