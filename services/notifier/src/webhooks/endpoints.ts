@@ -42,13 +42,12 @@ const Url = Type.String({
   maxLength: 2048,
   description: 'absolute http(s) URL; https in production',
 });
-const Description = Type.String({ maxLength: 200 });
 const EndpointParams = Type.Object({ id: Type.String({ pattern: '^whe_[0-9A-Z]{26}$' }) });
 const EndpointFields = Type.Object(
   {
     url: Url,
     events: Events,
-    description: Type.Optional(Description),
+    description: Type.Optional(Type.String({ maxLength: 200 })),
     enabled: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
@@ -124,14 +123,10 @@ interface EndpointRouteDeps {
   config: NotifierConfig;
   secrets: WebhookSecrets;
   dispatcher: WebhookDispatcher;
-  /** The delivery as the deliveries routes show it. */
   delivery: (row: DeliveryRow, eventType: string, circuit: CircuitRow | undefined) => unknown;
 }
 
-/**
- * Webhook endpoints: list, create (its secret shown once), change, delete, rotate its secret, send a test event.
- * The account's single webhook URL (registry) keeps working beside them.
- */
+/** Webhook endpoints, beside the account's single webhook URL (registry). */
 export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: EndpointRouteDeps): AnyRoute[] {
   const { config, secrets, dispatcher, delivery } = deps;
   const auth = secretKeyAuth(deps.auth);

@@ -4,8 +4,7 @@ import type { PaygateWebhookEvent, WebhookBody } from '@paygate/gateway-middlewa
 import { plainSchema } from '@paygate/http';
 import type { TSchema } from '@sinclair/typebox';
 
-/** The bus events that become webhooks, for every seller with a webhook URL (listed in @paygate/contracts). */
-// Every kind sent is one the sellers' library types (PaygateWebhookEvent).
+/** The bus events that become webhooks (@paygate/contracts), each a kind the sellers' library types. */
 export const WEBHOOK_EVENT_TYPES = WEBHOOK_EVENT_KINDS satisfies readonly (Subject &
   PaygateWebhookEvent['event'])[];
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
