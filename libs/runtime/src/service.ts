@@ -370,10 +370,8 @@ function readinessChecks<DB>(
         await ctx.bus.nc.flush();
       },
     ],
-    ...own.map((check, i) =>
-      typeof check === 'function'
-        ? ([`check_${i}`, check] as [string, () => Promise<void>])
-        : ([check.name, check.check] as [string, () => Promise<void>]),
+    ...own.map((check, i): [string, () => Promise<void>] =>
+      typeof check === 'function' ? [`check_${i}`, check] : [check.name, check.check],
     ),
   ];
 }
