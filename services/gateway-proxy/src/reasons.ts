@@ -86,9 +86,9 @@ export const PAYGATE_REASONS = {
   paymentIdServed: 'payment_identifier_served',
 } as const;
 
-type UpstreamReason = (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS];
-type PaygateReason = (typeof PAYGATE_REASONS)[keyof typeof PAYGATE_REASONS];
-export type X402Reason = UpstreamReason | PaygateReason;
+export type X402Reason =
+  | (typeof UPSTREAM_REASONS)[keyof typeof UPSTREAM_REASONS]
+  | (typeof PAYGATE_REASONS)[keyof typeof PAYGATE_REASONS];
 
 const KNOWN = new Set<string>([...Object.values(UPSTREAM_REASONS), ...Object.values(PAYGATE_REASONS)]);
 

@@ -1,4 +1,4 @@
-import { type Bus, LEDGER_CLAIM_TIMEOUT_MS, LedgerClaimClient, type LedgerClaimRequest } from '@paygate/bus';
+import { type Bus, LedgerClaimClient, type LedgerClaimRequest } from '@paygate/bus';
 import type { Logger } from '@paygate/telemetry';
 import { failure, type PaymentFailure } from './failures';
 
@@ -9,9 +9,8 @@ export class LedgerClaims {
   constructor(
     bus: Bus,
     private readonly logger: Logger,
-    timeoutMs = LEDGER_CLAIM_TIMEOUT_MS,
   ) {
-    this.client = new LedgerClaimClient(bus, timeoutMs);
+    this.client = new LedgerClaimClient(bus);
   }
 
   /** undefined when the transfer is this payment's (claimed now or before with the same path and reference). */

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { PaymentRequirementsBody } from '../x402/server/payment-required';
 
 /** A browser's 402: a page that pays with its wallet and shows the answer as text, never as HTML. */
 interface PaywallOffer {
@@ -8,22 +9,14 @@ interface PaywallOffer {
   price: string;
   networkLabel: string;
   method: string;
-  requirements: {
-    payTo: string;
-    asset: string;
-    network: string;
-    chainId: number;
-    resource: string;
-    confirmations: number;
-    amountMicro: string;
-  };
+  requirements: PaymentRequirementsBody & { amountMicro: string };
   /** undefined when x402 is not offered. */
   paymentRequired: unknown;
 }
 
 /** A page instead of JSON: a browser navigation (GET or HEAD) that prefers HTML and carries no payment. */
-export function wantsPaywallPage(req: IncomingMessage, hasPayment: boolean): boolean {
-  if (hasPayment || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+export function wantsPaywallPage(req: IncomingMessage): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
   const accept = req.headers.accept ?? '';
   const html = accept.indexOf('text/html');
   if (html < 0) return false;

@@ -88,11 +88,13 @@ const SignInRequest = Type.Object(
 
 /** 503 with Retry-After when the chain or the ledger did not answer (nothing decided), else `valid: false` and why. */
 function sendRefusal(
+  deps: VerifyDeps,
   req: Pick<Request, 'requestId'>,
   res: Response,
   failure: { reason: string; message: string; details?: Record<string, unknown> },
   unavailable: boolean,
 ): void {
+  deps.metrics.refused.inc({ reason: failure.reason });
   if (unavailable) {
     res.status(503).setHeader('Retry-After', '2');
     res.json(errorBody(new HttpError(503, failure.reason, failure.message), req.requestId));
@@ -178,8 +180,7 @@ function signInVerifyRoute(deps: VerifyDeps, auth: SellerAuth): AnyRoute {
       const purchase = sellerPurchase('subscription', body, priceMicro, seller.sellerId);
       const outcome = await deps.signIn.subscriptionFor(body.signIn, purchase, origin);
       if (!outcome.ok) {
-        deps.metrics.refused.inc({ reason: outcome.failure.reason });
-        sendRefusal(req, res, outcome.failure, outcome.status === 503);
+        sendRefusal(deps, req, res, outcome.failure, outcome.status === 503);
         return;
       }
       deps.metrics.accepted.inc({ mode: 'verify', fresh: 'false' });
@@ -355,8 +356,7 @@ function verifyPaymentRoute(deps: VerifyDeps, auth: SellerAuth) {
         sellerPurchase(body.type, body, priceMicro, seller.sellerId),
       );
       if (!outcome.ok) {
-        deps.metrics.refused.inc({ reason: outcome.failure.reason });
-        sendRefusal(req, res, outcome.failure, isUnavailable(outcome.failure));
+        sendRefusal(deps, req, res, outcome.failure, isUnavailable(outcome.failure));
         return;
       }
       deps.metrics.accepted.inc({ mode: 'verify', fresh: String(outcome.fresh) });

@@ -55,21 +55,14 @@ export interface Call {
   /** performance.now() when the call arrived (Server-Timing's `paygate`). */
   started: number;
   method: string;
-  url: SkillUrl;
+  url: NonNullable<ReturnType<typeof parseSkillUrl>>;
   clientIp: string;
-}
-
-/** A paid skill URL: the skill's name, the endpoint path and the query (with its '?'). */
-interface SkillUrl {
-  name: string;
-  path: string;
-  query: string;
 }
 
 const SKILL_PATH = /^\/([a-z0-9][a-z0-9-]*)(\/.*)?$/;
 
-/** `${SKILLS_PREFIX}/<name><path>?<query>`, or undefined when no skill name can be read from it. */
-export function parseSkillUrl(rawUrl: string): SkillUrl | undefined {
+/** `${SKILLS_PREFIX}/<name><path>?<query>`: the skill's name, the endpoint path and the query (with its '?'). */
+export function parseSkillUrl(rawUrl: string) {
   const queryAt = rawUrl.indexOf('?');
   const fullPath = queryAt >= 0 ? rawUrl.slice(0, queryAt) : rawUrl;
   const match = SKILL_PATH.exec(fullPath.slice(SKILLS_PREFIX.length));

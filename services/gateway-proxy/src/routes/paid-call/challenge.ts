@@ -11,7 +11,7 @@ import type { Proof } from './proof';
 
 /** No proof: the 402 with what to pay (a browser gets the paywall page with the same offer). */
 export function challenge(deps: PaidCallDeps, offer: Offer, call: Call): void {
-  if (wantsPaywallPage(call.req, false)) sendPaywall(deps, offer, call);
+  if (wantsPaywallPage(call.req)) sendPaywall(deps, offer, call);
   else sendPaymentRequired(deps, offer, call);
 }
 

@@ -12,11 +12,6 @@ import {
 } from '../../skills/projection';
 import { type Call, type PaidCallDeps, SKILLS_PREFIX, sendError } from './call';
 
-interface SellerBase {
-  origin: string;
-  pathPrefix: string;
-}
-
 export interface Offer {
   kind: 'found';
   skill: SkillSnapshot;
@@ -24,7 +19,7 @@ export interface Offer {
   resource: string;
   purchase: Purchase;
   /** null: the seller's apiBaseUrl is not http(s) (a PROXY call then fails after the claim, retryable). */
-  base: SellerBase | null;
+  base: { origin: string; pathPrefix: string } | null;
 }
 type Plan = Offer | Exclude<EndpointLookup, { kind: 'found' }>;
 
@@ -71,7 +66,7 @@ function planFor(deps: PaidCallDeps, skill: SkillSnapshot, method: string, path:
   return plan;
 }
 
-function sellerBase(apiBaseUrl: string): SellerBase | null {
+function sellerBase(apiBaseUrl: string): Offer['base'] {
   try {
     const url = new URL(apiBaseUrl);
     return url.protocol === 'http:' || url.protocol === 'https:'

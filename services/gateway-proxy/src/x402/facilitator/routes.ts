@@ -175,34 +175,29 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
         sendSettleResponse(res, { ...checked, status: 402 }, checked.payer, network, req.requestId);
         return;
       }
-      const outcome = await deps.copies.settle(
-        checked.payment,
-        sellerSale({
-          resource: `x402 ${checked.resourceUrl}`,
-          priceMicro: checked.priceMicro,
-          kind: 'payPerCall',
-          durationDays: null,
-          sellerId: req.seller!.sellerId,
-          holdPeriodHours: 0,
-          claimedVia: 'facilitator',
-        }),
-        req.body.x402Version,
-        {
-          maxTimeoutSeconds: checked.maxTimeoutSeconds,
-          fingerprint: checked.payment.paymentId
-            ? requestFingerprint([
-                'facilitator',
-                req.seller!.sellerId,
-                checked.resourceUrl,
-                checked.priceMicro.toString(),
-              ])
-            : undefined,
-        },
-      );
+      const { payment, priceMicro, resourceUrl, maxTimeoutSeconds } = checked;
+      const sellerId = req.seller!.sellerId;
+      const purchase = sellerSale({
+        resource: `x402 ${resourceUrl}`,
+        priceMicro,
+        kind: 'payPerCall',
+        durationDays: null,
+        sellerId,
+        holdPeriodHours: 0,
+        claimedVia: 'facilitator',
+      });
+      const fingerprint = payment.paymentId
+        ? requestFingerprint(['facilitator', sellerId, resourceUrl, priceMicro.toString()])
+        : undefined;
+      const version = req.body.x402Version;
+      const outcome = await deps.copies.settle(payment, purchase, version, {
+        maxTimeoutSeconds,
+        fingerprint,
+      });
       // The seller's server serves on this answer: a claim answered again is spent now, never reopened once more.
       if (outcome.ok && !outcome.fresh) await deps.payments.rows.markServed(outcome.claim);
       res.setHeader('Server-Timing', serverTiming(started, phasesOf(outcome)));
-      sendSettleResponse(res, outcome, checked.payment.authorization.from, network, req.requestId);
+      sendSettleResponse(res, outcome, payment.authorization.from, network, req.requestId);
     },
   });
 }

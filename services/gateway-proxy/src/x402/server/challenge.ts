@@ -38,11 +38,6 @@ export const SKILL_PREFLIGHT_HEADERS = Object.freeze({
   'Access-Control-Max-Age': '600',
 });
 
-export interface Challenge {
-  headers: Record<string, string>;
-  body: Record<string, unknown>;
-}
-
 /** Optional: a client may pay without an id. */
 const PAYMENT_IDENTIFIER_DECLARATION = Object.freeze(declarePaymentIdentifierExtension(false));
 
@@ -58,22 +53,17 @@ export function x402Challenge(
     extensions?: Record<string, unknown>;
   },
   error: string,
-  receipts?: ReceiptSigner,
-): Challenge {
+  receipts: ReceiptSigner,
+): { headers: Record<string, string>; body: Record<string, unknown> } {
   const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
   if (!x402.offered()) return { headers, body: {} };
-  const offer = x402.offer({
-    url: input.url,
-    description: input.description,
-    mimeType: 'application/json',
-    priceMicro: input.priceMicro,
-  });
+  const offer = x402.offer(input);
   if (!offer) return { headers, body: {} };
   const required = x402PaymentRequired(offer, error, {
     extensions: {
       ...bazaarExtension(input.endpoint, input.skill.name, input.url, true),
       [PAYMENT_IDENTIFIER]: PAYMENT_IDENTIFIER_DECLARATION,
-      ...receipts?.offerExtension([{ resourceUrl: input.url, ...requirementsV2(offer) }]),
+      ...receipts.offerExtension([{ resourceUrl: input.url, ...requirementsV2(offer) }]),
       ...input.extensions,
     },
     v1OutputSchema: { input: { type: 'http', method: input.endpoint.method, discoverable: true } },

@@ -138,17 +138,12 @@ export class X402Payments implements BackgroundTask {
     return this.knownTokenDomain() !== undefined && this.relayer.knownAvailable() === true;
   }
 
-  offer(input: {
-    url: string;
-    description: string;
-    mimeType: string;
-    priceMicro: bigint;
-  }): X402Offer | undefined {
+  offer(input: { url: string; description: string; priceMicro: bigint }): X402Offer | undefined {
     const eip712 = this.knownTokenDomain();
     if (!eip712) return undefined;
     // Below the minimum the relayer's gas is not worth it: the buyer pays with X-402-Payment instead.
     if (input.priceMicro < this.settings.x402MinAmountMicro) return undefined;
-    const resource = { url: input.url, description: input.description, mimeType: input.mimeType };
+    const resource = { url: input.url, description: input.description, mimeType: 'application/json' };
     return { ...this.terms(input.priceMicro, eip712), resource };
   }
 
