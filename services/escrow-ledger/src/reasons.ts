@@ -1,9 +1,6 @@
 import type { EventData } from '@paygate/contracts';
 
-/**
- * The ledger's refusals to a caller, by their machine-readable code (`error.code`), each named once here. Route
- * declarations list them with their status in `errors`.
- */
+/** The ledger's refusals to a caller, by their code (`error.code`); route declarations list them in `errors`. */
 export const LedgerReason = {
   // Bad input (400); `field` and `rule` name what is wrong.
   InvalidRequest: 'invalid_request',

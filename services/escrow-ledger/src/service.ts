@@ -29,13 +29,13 @@ import {
   onPlatformPayoutRequested,
 } from './payouts/platform';
 import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './payouts/seller';
-import { ReconciliationWatch } from './reconciliation/watch';
+import { reconciliationWatch } from './reconciliation/watch';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
 import { onTransferRefundRequested } from './refunds/unmatched';
 import { onPaymentCallUnserved } from './unserved/decide';
-import { UnservedRefundSweep } from './unserved/sweep';
+import { unservedRefundSweep } from './unserved/sweep';
 import { viewRoutes } from './views/routes';
 import { Balances, Transaction } from './views/schemas';
 
@@ -110,8 +110,8 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
           new ClaimResponder(ctx, deps),
           scheduler,
           chainCheck,
-          new UnservedRefundSweep(ctx, deps),
-          ...(config.reconcileIntervalMs > 0 ? [new ReconciliationWatch(ctx, deps)] : []),
+          unservedRefundSweep(ctx, deps),
+          ...(config.reconcileIntervalMs > 0 ? [reconciliationWatch(ctx, deps)] : []),
           refundRequestLimiter,
         ],
         stop: async () => auth.close(),

@@ -1,9 +1,8 @@
 import type { ErrorRequestHandler, NextFunction, Request, Response } from 'express';
 
 /**
- * The buyer's routes, called from any page (the checkout widget on a seller's site looks up the transactionId;
- * a buyer files and follows a refund request with a wallet signature, no key): readable from any origin, like
- * checkout's session routes. Seller and operator routes stay without CORS.
+ * The buyer's routes (the widget's transaction lookup, refund requests signed by a wallet, no key) are readable
+ * from any origin, like checkout's session routes; seller and operator routes stay without CORS.
  */
 const PUBLIC_PATH = /^\/api\/v1\/(transactions\/lookup|refund-requests(\/[^/]+)?)$/;
 

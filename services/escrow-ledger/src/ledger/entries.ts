@@ -1,8 +1,6 @@
 import { sql } from 'kysely';
 import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 
-export type { AccountKind };
-
 interface EntryLine {
   kind: AccountKind;
   /** The seller id for per-seller accounts; empty for the single platform-wide ones. */

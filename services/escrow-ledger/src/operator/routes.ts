@@ -1,6 +1,6 @@
 import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
-import type { RefundReceivablesTable, RefundsTable } from '../db';
+import type { LedgerDatabase } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
@@ -138,7 +138,8 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
           .orderBy('created_at', 'desc')
           .orderBy('id', 'desc')
           .limit(200);
-        if (status !== 'all') query = query.where('status', '=', status as RefundsTable['status']);
+        if (status !== 'all')
+          query = query.where('status', '=', status as LedgerDatabase['refunds']['status']);
         const rows = await query.execute();
         res.json({
           data: rows.map((r) => ({
@@ -186,7 +187,8 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
           .orderBy('log_index')
           .orderBy('inclusion')
           .limit(200);
-        if (status !== 'all') query = query.where('status', '=', status as RefundReceivablesTable['status']);
+        if (status !== 'all')
+          query = query.where('status', '=', status as LedgerDatabase['refund_receivables']['status']);
         const [rows, owed] = await Promise.all([
           query.execute(),
           db

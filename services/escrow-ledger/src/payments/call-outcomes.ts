@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '@paygate/contracts';
-import type { LedgerTrx, PaymentCallAttemptsTable } from '../db';
+import type { LedgerDatabase, LedgerTrx } from '../db';
 import type { TypedEnvelope } from '../deps';
 
 type CallAttemptEvent = EventEnvelope<
@@ -7,7 +7,7 @@ type CallAttemptEvent = EventEnvelope<
   { paymentId: string; attempt: number; sellerId: string }
 >;
 type CallOutcome = Omit<
-  PaymentCallAttemptsTable,
+  LedgerDatabase['payment_call_attempts'],
   'recorded_at' | 'payment_id' | 'attempt' | 'seller_id' | 'event_id'
 >;
 

@@ -3,7 +3,7 @@ import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { ClaimRequest } from '../claims/statement';
-import type { LedgerTrx, TransactionsTable } from '../db';
+import type { LedgerDatabase, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { LedgerInvariantError } from '../errors';
 import { newTransactionId } from '../ids';
@@ -158,7 +158,7 @@ export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
 
 /** A reversed payment as the re-booking reads it: the facts of its transaction row. */
 type ReversedPayment = Pick<
-  TransactionsTable,
+  LedgerDatabase['transactions'],
   | 'id'
   | 'payment_id'
   | 'source'

@@ -3,8 +3,6 @@ import type { ConflictKind, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 
-export type { ConflictKind };
-
 /** Records a conflict for the operator (once per kind, transfer and payment), counted and logged. */
 export async function recordConflict(
   trx: LedgerTrx,

@@ -39,9 +39,8 @@ export async function lockTransfer(
 }
 
 /**
- * Posts a `transfer_in` entry (debit escrow_asset, credit suspense) through the database's post_transfer_in: the
- * entry's one definition is transfer_in_entry in sql/ledger.sql, which book_payments builds too. Returns the entry
- * id, or null when the key was already used.
+ * Posts a `transfer_in` entry (D escrow_asset / C suspense) through post_transfer_in (its one definition,
+ * transfer_in_entry in sql/ledger.sql, book_payments builds too); null when the key was already used.
  */
 export async function postTransferIn(
   trx: LedgerTrx,
@@ -56,10 +55,9 @@ export async function postTransferIn(
 }
 
 /**
- * Books money the chain-indexer observed arriving in the escrow wallet: debit escrow_asset, credit suspense.
- * Inserting the transfer row and posting are one step, so whichever of transfer.observed and the payment's claim
- * (book_payments, which inserts the row it did not find, `booked_by` 'payment.confirmed') comes first books it and
- * the other finds it booked. False when it was booked before.
+ * Books money the indexer observed arriving (D escrow_asset / C suspense). The row and the entry are one step, so
+ * whichever of transfer.observed and the payment's claim (book_payments) comes first books it, the other finds it
+ * booked. False when it was booked before.
  */
 export async function bookTransfer(
   trx: LedgerTrx,

@@ -3,14 +3,14 @@ import { createEvent, type EventData, type TraceContext } from '@paygate/contrac
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { currentTraceCarrier, withSpan } from '@paygate/telemetry';
 import { sql } from 'kysely';
-import type { LedgerTrx, PayoutReservationsTable, Row } from '../db';
+import type { LedgerDatabase, LedgerTrx, Row } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 import { payoutAddressOf } from './addresses';
 
-type ReservationRow = Omit<PayoutReservationsTable, 'tx_hash' | 'created_at' | 'completed_at'>;
+type ReservationRow = Omit<LedgerDatabase['payout_reservations'], 'tx_hash' | 'created_at' | 'completed_at'>;
 
 /** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
 const lockSettlement = (trx: LedgerTrx, settlementId: string) =>

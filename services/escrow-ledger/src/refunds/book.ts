@@ -3,11 +3,11 @@ import { createEvent } from '@paygate/contracts';
 import { HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
-import type { LedgerTrx, RefundsTable, Row } from '../db';
+import type { AccountKind, LedgerDatabase, LedgerTrx, Row } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { UnknownRecordError } from '../errors';
 import { newRefundId } from '../ids';
-import { type AccountKind, credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
+import { credit, debit, ensureAccounts, postEntry } from '../ledger/entries';
 import { LedgerReason } from '../reasons';
 
 export type TransactionForRefund = Row<
@@ -24,7 +24,7 @@ export type TransactionForRefund = Row<
 >;
 
 /** A refund row; `unmatched_transfer` and `unserved_batch` ones have no transaction and no seller. */
-export type RefundRow = Selectable<RefundsTable>;
+export type RefundRow = Selectable<LedgerDatabase['refunds']>;
 
 /** Locks a seller's transaction for a refund decision; 404 when it is not this seller's. */
 export async function lockSellerTransaction(

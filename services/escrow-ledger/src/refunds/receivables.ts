@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { LedgerTrx, RefundReceivablesTable, Row } from '../db';
+import type { LedgerDatabase, LedgerTrx, Row } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
 import { perInclusion, type TransferRow } from '../payments/transfer-booking';
@@ -12,7 +12,7 @@ import { perInclusion, type TransferRow } from '../payments/transfer-booking';
  */
 
 type OpenReceivable = Pick<
-  RefundReceivablesTable,
+  LedgerDatabase['refund_receivables'],
   'chain_id' | 'tx_hash' | 'log_index' | 'inclusion' | 'refund_id' | 'payer' | 'amount_micro'
 >;
 

@@ -4,7 +4,7 @@ import { badRequest, HttpError, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { REFUND_REQUEST_MAX_VALIDITY_MS, type RefundTarget } from '@paygate/protocol';
 import { sql } from 'kysely';
-import type { LedgerTrx, RefundRequestsTable } from '../db';
+import type { LedgerDatabase, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newRefundRequestId } from '../ids';
 import { LedgerReason } from '../reasons';
@@ -12,12 +12,12 @@ import { bookRefund, lockSellerTransaction, refundView } from './book';
 import { findTransactionForUpdate } from './targets';
 
 /** A request as every read gets it: its row (db.ts) and its booked refund's state. */
-export interface RefundRequestRow extends RefundRequestsTable {
+export type RefundRequestRow = LedgerDatabase['refund_requests'] & {
   /** From the booked refund (joined), when there is one. */
   refund_status?: 'pending' | 'completed' | 'failed' | null;
   refund_amount_micro?: bigint | null;
   refund_tx_hash?: string | null;
-}
+};
 
 /** Refund requests with their booked refund's state (left join), for every read of a request. */
 export const requestsWithRefund = sql`(select rr.*, r.status as refund_status, r.amount_micro as refund_amount_micro,

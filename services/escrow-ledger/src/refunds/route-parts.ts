@@ -50,9 +50,8 @@ export function parseAmount(value: string | undefined): bigint | undefined {
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 
 /**
- * A seller's write, run at most once per Idempotency-Key and answered as stored. A refund booking locks the seller's
- * accounts, which a hold release or a payment booking may hold in another order: with `retryConflicts` the
- * transaction Postgres aborts for the deadlock runs again rather than answering 500.
+ * A seller's write, run at most once per Idempotency-Key and answered as stored; with `retryConflicts` a
+ * transaction Postgres aborts for a deadlock (a refund against a release or a booking) runs again, not a 500.
  */
 export async function sendSellerWrite(
   ctx: LedgerContext,

@@ -56,9 +56,8 @@ const notBooked = (what: string) =>
   );
 
 /**
- * The ledger transaction a target names, or throws 404 `transaction_not_found`. A transfer included again after a
- * reorg has a reversed transaction and a new one: the one that stands is chosen. The session link is the
- * `sessionId` checkout puts in `payment.confirmed`, which the ledger keeps on the transaction.
+ * The ledger transaction a target names, or 404 `transaction_not_found`. A transfer included again after a reorg
+ * has a reversed transaction and a new one: the one that stands is chosen.
  */
 export async function findRequestedTransaction(
   db: LedgerDb | LedgerTrx,

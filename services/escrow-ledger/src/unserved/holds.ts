@@ -4,10 +4,9 @@ import { type RawBuilder, sql } from 'kysely';
 const HOLD_BACK_AFTER_WINDOW = '1 hour';
 
 /**
- * The release condition for a payment whose paid call its seller failed: not released while the buyer may still
- * retry and the refund is not decided (no attempt served, no decision), so a refund of an unserved call comes from
- * the hold and the seller's payout never takes it. Bounded: an hour past the window it is released anyway (the
- * gateway never closed the call). `transactions` is the alias of the transactions row in the caller's query.
+ * The release condition for a payment whose call its seller failed: held while the buyer may retry and its refund
+ * is undecided, so the refund comes from the hold, not the seller's payout; an hour past the window it is released
+ * anyway (the gateway never closed the call). `transactions`: the caller's alias of the transactions row.
  */
 export function notAwaitingUnservedDecision(transactions: string, now: Date): RawBuilder<unknown> {
   const t = sql.ref(`${transactions}.payment_id`);

@@ -1,17 +1,9 @@
-import type { LedgerDb, LedgerTrx } from '../db';
+import type { LedgerDb } from '../db';
 import { callOutcomesOf } from '../views/call-outcomes';
 
-/**
- * What became of a paid call, as its buyer polls it: `served` (answered, at once or on a retry; also every payment
- * that is not a forwarded call), `retryable` (its seller failed it; the same payment may be presented again until
- * retryUntil), `unserved` (its window closed; the refund is being decided), `refund_pending` (refunded on the books;
- * the transfer back is not on chain yet), `refunded` (on chain: refundTxHash) or `not_refunded` (closed, but the
- * seller never failed it, only the buyer's body did; or nothing remained refundable: refundReason says which).
- */
-export type CallResult = 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
-
-export interface PaymentOutcome {
-  outcome: CallResult;
+/** What became of a paid call, as its buyer polls it (TransactionLookup's `outcome` describes each). */
+interface PaymentOutcome {
+  outcome: 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
   retryUntil: string | null;
   refundId: string | null;
   refundTxHash: string | null;
@@ -20,12 +12,8 @@ export interface PaymentOutcome {
   refundReason: string | null;
 }
 
-export async function paymentOutcome(
-  db: LedgerDb | LedgerTrx,
-  paymentId: string,
-  now: Date,
-): Promise<PaymentOutcome> {
-  const call = (await callOutcomesOf(db as LedgerDb, [paymentId], now)).get(paymentId);
+export async function paymentOutcome(db: LedgerDb, paymentId: string, now: Date): Promise<PaymentOutcome> {
+  const call = (await callOutcomesOf(db, [paymentId], now)).get(paymentId);
   const none = { retryUntil: call?.retryUntil ?? null, refundId: null, refundTxHash: null, refundedAt: null };
   const unserved = await db
     .selectFrom('unserved_calls as u')

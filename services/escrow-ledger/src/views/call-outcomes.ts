@@ -1,4 +1,4 @@
-import type { LedgerDb, PaymentCallAttemptsTable } from '../db';
+import type { LedgerDatabase, LedgerDb } from '../db';
 
 /** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
 export interface CallOutcomeView {
@@ -6,7 +6,7 @@ export interface CallOutcomeView {
   callStatus: 'served' | 'failed_retryable' | 'failed';
   /** The latest seller failure: when, how (error_status, timeout, unreachable, misconfigured) and its 5xx. */
   callFailedAt: string | null;
-  upstreamOutcome: PaymentCallAttemptsTable['upstream_outcome'];
+  upstreamOutcome: LedgerDatabase['payment_call_attempts']['upstream_outcome'];
   upstreamStatus: number | null;
   /** Until when the buyer may retry with the same payment (set once the seller failed). */
   retryUntil: string | null;
@@ -25,7 +25,7 @@ export const SERVED_AT_ONCE: CallOutcomeView = Object.freeze({
 });
 
 type AttemptRow = Pick<
-  PaymentCallAttemptsTable,
+  LedgerDatabase['payment_call_attempts'],
   'payment_id' | 'attempt' | 'outcome' | 'upstream_outcome' | 'upstream_status' | 'at' | 'retry_until'
 >;
 

@@ -3,7 +3,7 @@ import { formatUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import { type Selectable, sql } from 'kysely';
-import type { AccountKind, LedgerDb, Row, TransactionsTable } from '../db';
+import type { AccountKind, LedgerDatabase, LedgerDb, Row } from '../db';
 import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { LedgerReason } from '../reasons';
@@ -13,7 +13,7 @@ import { Balances, TransactionDetail, TransactionList, TransactionListQuery } fr
 
 /** A transaction as the seller views read it: the table's row (db.ts) without the columns they never show. */
 export type TransactionRow = Omit<
-  Selectable<TransactionsTable>,
+  Selectable<LedgerDatabase['transactions']>,
   'endpoint_id' | 'refunded_seller_micro' | 'refunded_platform_micro' | 'reversal_reason'
 >;
 
