@@ -1,4 +1,3 @@
-import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import {
   chainConfig,
   commonConfig,
@@ -10,7 +9,7 @@ import {
   str,
   throwIfProblems,
 } from '@paygate/runtime';
-import { unservedRefundConfig } from './unserved/config';
+import { positiveUsdcMicro, unservedRefundConfig } from './unserved/config';
 
 export type EscrowLedgerConfig = ReturnType<typeof loadConfig>;
 
@@ -74,7 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     paymentBatchSize: parsed.PAYMENT_BATCH_SIZE,
     paymentConcurrency: parsed.PAYMENT_CONCURRENCY,
     refundRequestsPerMinute: parsed.REFUND_REQUESTS_PER_MINUTE,
-    refundMinAmountMicro: refundMinAmountMicro(parsed.REFUND_MIN_AMOUNT),
+    refundMinAmountMicro: positiveUsdcMicro('REFUND_MIN_AMOUNT', parsed.REFUND_MIN_AMOUNT),
     refundMaxPartialPerTransaction: parsed.REFUND_MAX_PARTIAL_PER_TRANSACTION,
     refundsPerMinute: parsed.REFUNDS_PER_MINUTE,
     chainCheckIntervalMs: parsed.CHAIN_CHECK_INTERVAL_MS,
@@ -95,19 +94,4 @@ function releaseBoundMs(value: string, intervalMs: number): number {
     throwIfProblems(['RELEASE_BOUND_MS: must be an integer of milliseconds above RELEASE_INTERVAL_MS']);
   }
   return boundMs;
-}
-
-/** REFUND_MIN_AMOUNT: a USDC amount above 0, in micro-USDC; anything else is a ConfigError naming it. */
-function refundMinAmountMicro(value: string): bigint {
-  const problems: string[] = [];
-  let amountMicro = 0n;
-  try {
-    amountMicro = parseUsdc(value);
-    if (amountMicro <= 0n) problems.push('REFUND_MIN_AMOUNT: must be more than 0 USDC');
-  } catch (error) {
-    if (!(error instanceof MoneyFormatError)) throw error;
-    problems.push(`REFUND_MIN_AMOUNT: ${error.rule}`);
-  }
-  throwIfProblems(problems);
-  return amountMicro;
 }

@@ -16,20 +16,27 @@ export function unservedRefundConfig(env: NodeJS.ProcessEnv) {
     CALL_OUTCOME_WINDOW_MS: int({ default: 30_000, min: 0 }),
   });
   return {
-    unservedRefundThresholdMicro: thresholdMicro(parsed.UNSERVED_REFUND_THRESHOLD),
+    unservedRefundThresholdMicro: positiveUsdcMicro(
+      'UNSERVED_REFUND_THRESHOLD',
+      parsed.UNSERVED_REFUND_THRESHOLD,
+    ),
     unservedRefundMaxAgeMs: parsed.UNSERVED_REFUND_MAX_AGE_MS,
     unservedSweepIntervalMs: parsed.UNSERVED_SWEEP_INTERVAL_MS,
     callOutcomeWindowMs: parsed.CALL_OUTCOME_WINDOW_MS,
   };
 }
 
-function thresholdMicro(value: string): bigint {
+/** A USDC amount above 0, in micro-USDC; anything else is a ConfigError naming the variable. */
+export function positiveUsdcMicro(name: string, value: string): bigint {
+  const problems: string[] = [];
+  let amountMicro = 0n;
   try {
-    const micro = parseUsdc(value);
-    if (micro <= 0n) throwIfProblems(['UNSERVED_REFUND_THRESHOLD: must be more than 0 USDC']);
-    return micro;
+    amountMicro = parseUsdc(value);
+    if (amountMicro <= 0n) problems.push(`${name}: must be more than 0 USDC`);
   } catch (error) {
-    if (error instanceof MoneyFormatError) throwIfProblems([`UNSERVED_REFUND_THRESHOLD: ${error.rule}`]);
-    throw error;
+    if (!(error instanceof MoneyFormatError)) throw error;
+    problems.push(`${name}: ${error.rule}`);
   }
+  throwIfProblems(problems);
+  return amountMicro;
 }

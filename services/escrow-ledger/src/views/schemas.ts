@@ -12,7 +12,12 @@ export const TRANSACTION_STATUSES = [
   'reversed',
 ] as const;
 
-const ISO_DATE_OR_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,3})?)?Z)?$';
+const DateOrTime = (description: string) =>
+  Type.String({
+    pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,3})?)?Z)?$',
+    'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
+    description,
+  });
 
 export const TransactionListQuery = Type.Object({
   status: Type.Optional(StringEnum(TRANSACTION_STATUSES, 'only transactions with this status')),
@@ -32,18 +37,10 @@ export const TransactionListQuery = Type.Object({
     }),
   ),
   confirmedFrom: Type.Optional(
-    Type.String({
-      pattern: ISO_DATE_OR_TIME,
-      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
-      description: 'only transactions confirmed at or after this time (a date means its 00:00 UTC)',
-    }),
+    DateOrTime('only transactions confirmed at or after this time (a date means its 00:00 UTC)'),
   ),
   confirmedBefore: Type.Optional(
-    Type.String({
-      pattern: ISO_DATE_OR_TIME,
-      'x-rule': 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
-      description: 'only transactions confirmed before this time (exclusive; a date means its 00:00 UTC)',
-    }),
+    DateOrTime('only transactions confirmed before this time (exclusive; a date means its 00:00 UTC)'),
   ),
   skill: Type.Optional(
     Type.String({
