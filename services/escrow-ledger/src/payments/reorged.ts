@@ -131,11 +131,9 @@ export async function reverseTransfer(
   if (transfer.claimed_by_transaction_id) {
     stillInSuspense = await reverseClaimingTransaction(trx, deps, transfer, cause, now);
   }
-  // An unmatched transfer an operator refunded: its money left suspense for a refund (pending or sent), which cannot
-  // be taken back, while the transfer's money never arrived. The whole transfer is reversed out of escrow_asset
-  // against what its payer owes back (refund_receivable, settled if the same transaction is mined again), and the
-  // operator sees the conflict. Reversing nothing would leave the ledger above the chain by the transfer.
-  // (Not when escrow_asset holds less than the refund: see refundReceivableOnReorg.)
+  // A refunded unmatched transfer: the refund cannot be taken back and the money never arrived, so the whole
+  // transfer leaves escrow_asset against what its payer owes (refund_receivable), or the ledger would stay above
+  // the chain by it (not when escrow_asset holds less: refundReceivableOnReorg).
   const owed = transfer.refund_id
     ? await refundReceivableOnReorg(trx, deps, transfer, transfer.refund_id)
     : null;
@@ -209,10 +207,9 @@ async function reverseClaimingTransaction(
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
   const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
   const held = txn.escrow_status === 'held';
-  // What was refunded left escrow on chain (or will: a booked refund is sent) although the payment's money never
-  // arrived, so the whole transfer is reversed out of escrow_asset, and the seller who refunded owes the refunded
-  // part (seller_available may go negative: the exposure reconciliation reports). Reversing only the unrefunded
-  // part left escrow_asset above the chain by the refund (make chaos, seed 1482062104: -0.001, a partial refund).
+  // What was refunded left escrow (or will) although the payment's money never arrived: the whole transfer is
+  // reversed out of escrow_asset, and the seller owes the refunded part (seller_available may go negative).
+  // Reversing only the unrefunded part would leave escrow_asset above the chain by the refund.
   const refundedOnChain = txn.refunded_micro;
   await postEntry(trx, {
     idempotencyKey: `reversal:${txn.id}`,
@@ -234,8 +231,8 @@ async function reverseClaimingTransaction(
   });
   await sql`update transactions set escrow_status = 'reversed', reversed_at = ${now},
       reversal_reason = ${cause.reason} where id = ${txn.id}`.execute(trx);
-  // Released only once its transfer was CONFIRMATIONS deep: the chain dropped it deeper than that. What was released
-  // (maybe paid out) is owed by the seller now; the operator sees it (GET /api/v1/operator/ledger/reversed-after-release).
+  // Released only once CONFIRMATIONS deep: the chain dropped it deeper. The seller owes what was released (maybe
+  // paid out); the operator sees it (reversed-after-release).
   if (!held) {
     deps.metrics.conflicts.inc({ kind: 'reversed_after_release' });
     deps.logger.error(
