@@ -1,11 +1,12 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { type Fact, Facts } from './ui';
 import { TextField } from './ui-forms';
 
 export interface ConfirmOptions {
   title: string;
   /** What the action does, as label and value pairs (amount, payer, address…). */
-  facts: Array<[string, ComponentChildren]>;
+  facts: Fact[];
   /** What changes for the seller's money, in one sentence. */
   effect: ComponentChildren;
   confirmLabel: string;
@@ -69,7 +70,7 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
       <article>
         <form method="dialog" onSubmit={confirm} noValidate>
           <h2 id="confirm-title">{options.title}</h2>
-          <ConfirmFacts facts={options.facts} />
+          <Facts facts={options.facts} testId="confirm-facts" />
           <p id="confirm-effect" class="effect">
             {options.effect}
           </p>
@@ -96,18 +97,5 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
         </form>
       </article>
     </dialog>
-  );
-}
-
-function ConfirmFacts(props: { facts: ConfirmOptions['facts'] }) {
-  return (
-    <dl class="facts" data-testid="confirm-facts">
-      {props.facts.map(([label, value]) => (
-        <>
-          <dt key={`${label}-dt`}>{label}</dt>
-          <dd key={`${label}-dd`}>{value}</dd>
-        </>
-      ))}
-    </dl>
   );
 }

@@ -10,7 +10,7 @@ import { Address, Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAct
 import { SelectField, TextField } from './ui-forms';
 
 /** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
-function refundFacts(t: TransactionDetail, amount: string) {
+function refundFacts(t: TransactionDetail, amount: string): Pick<ConfirmOptions, 'facts' | 'effect'> {
   const effect = refundEffect(t, amount);
   return {
     facts: [
@@ -21,7 +21,7 @@ function refundFacts(t: TransactionDetail, amount: string) {
         `${usd(t.amount)} on ${dateTime(t.confirmedAt)}${t.skillName ? ` for ${t.skillName}` : ''}`,
       ],
       ['You keep of this payment', usd(effect.sellerKeeps)],
-    ] as Array<[string, preact.ComponentChildren]>,
+    ],
     effect: (
       <>
         Your balance goes down by <strong>{usd(effect.fromSeller)}</strong> (your 95% share; Paygate returns

@@ -3,7 +3,7 @@ import { useDashboard } from './context';
 import { AddEndpoint, EndpointCard } from './skill-endpoints';
 import { SkillMd } from './skill-md';
 import type { Skill } from './types';
-import { Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import { Empty, ErrorNote, Facts, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
 
 export function SkillPage(props: { name: string }) {
   const { api } = useDashboard();
@@ -66,38 +66,18 @@ export function SkillPage(props: { name: string }) {
 function SkillFacts(props: { skill: Skill }) {
   const { skill } = props;
   return (
-    <dl class="facts">
-      <dt>Name</dt>
-      <dd>
-        <code>{skill.name}</code>
-      </dd>
-      <dt>Type · mode</dt>
-      <dd>
-        {skill.type} · {skill.mode}
-      </dd>
-      <dt>API base URL</dt>
-      <dd>
-        <code>{skill.apiBaseUrl}</code>
-      </dd>
-      <dt>Hold period</dt>
-      <dd>{skill.holdPeriodHours} h</dd>
-      {skill.durationDays !== null && (
-        <>
-          <dt>Access duration</dt>
-          <dd>{skill.durationDays} days</dd>
-        </>
-      )}
-      {skill.requiresShipping !== null && (
-        <>
-          <dt>Shipping</dt>
-          <dd>{skill.requiresShipping ? 'required' : 'not required'}</dd>
-        </>
-      )}
-      <dt>Categories</dt>
-      <dd>{skill.categories.join(', ') || '—'}</dd>
-      <dt>Description</dt>
-      <dd>{skill.description}</dd>
-    </dl>
+    <Facts
+      facts={[
+        ['Name', <code key="n">{skill.name}</code>],
+        ['Type · mode', `${skill.type} · ${skill.mode}`],
+        ['API base URL', <code key="u">{skill.apiBaseUrl}</code>],
+        ['Hold period', `${skill.holdPeriodHours} h`],
+        skill.durationDays !== null && ['Access duration', `${skill.durationDays} days`],
+        skill.requiresShipping !== null && ['Shipping', skill.requiresShipping ? 'required' : 'not required'],
+        ['Categories', skill.categories.join(', ') || '—'],
+        ['Description', skill.description],
+      ]}
+    />
   );
 }
 

@@ -5,7 +5,7 @@ import { sellerNet } from './refund-effect';
 import { RefundForm } from './refunds';
 import { callOutcomeDetail } from './transactions';
 import type { TransactionDetail } from './types';
-import { Address, CopyButton, Empty, ErrorNote, Link, Loading, StatusBadge, useGet } from './ui';
+import { Address, CopyButton, Empty, ErrorNote, Facts, Link, Loading, StatusBadge, useGet } from './ui';
 
 export function TransactionPage(props: { id: string }) {
   const detail = useGet<TransactionDetail>(`/api/v1/transactions/${props.id}`);
@@ -58,50 +58,43 @@ function TransactionFacts(props: { transaction: TransactionDetail }) {
   const t = props.transaction;
   const now = new Date();
   return (
-    <dl class="facts">
-      <dt>Id</dt>
-      <dd>
-        <code>{t.transactionId}</code> <CopyButton text={t.transactionId} label="transaction id" />
-      </dd>
-      <dt>Status</dt>
-      <dd>
-        <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
-      </dd>
-      {t.callFailedAt && (
-        <>
-          <dt>Seller's answer</dt>
-          <dd data-testid="txn-call">
+    <Facts
+      facts={[
+        [
+          'Id',
+          <>
+            <code>{t.transactionId}</code> <CopyButton text={t.transactionId} label="transaction id" />
+          </>,
+        ],
+        [
+          'Status',
+          <>
+            <StatusBadge status={t.status} /> (escrow: {statusWords(t.escrowStatus)})
+          </>,
+        ],
+        t.callFailedAt && [
+          "Seller's answer",
+          <>
             <CallNote transaction={t} now={now} /> {callOutcomeDetail(t, now)}
-          </dd>
-        </>
-      )}
-      <dt>Skill</dt>
-      <dd>{t.skillName ?? '—'}</dd>
-      <dt>Amount</dt>
-      <dd data-testid="txn-amount">{usd(t.amount)}</dd>
-      <dt>Your share · fee</dt>
-      <dd>
-        {usd(t.sellerAmount)} · {usd(t.platformFee)}
-      </dd>
-      <dt>You get, after refunds</dt>
-      <dd data-testid="txn-net">{usd(sellerNet(t))}</dd>
-      <dt>Refunded · refundable</dt>
-      <dd data-testid="txn-refundable">
-        {usd(t.refundedAmount)} · {usd(t.refundableAmount)}
-      </dd>
-      <dt>Payer</dt>
-      <dd>
-        <Address value={t.payer} label="payer address" />
-      </dd>
-      <dt>On chain</dt>
-      <dd>
-        <TxLink chainId={t.chainId} hash={t.txHash} /> (log {t.logIndex}, {t.network})
-      </dd>
-      <dt>Hold until</dt>
-      <dd>{dateTime(t.holdUntil)}</dd>
-      <dt>Settlement</dt>
-      <dd>{t.settlementId ?? '—'}</dd>
-    </dl>
+          </>,
+          'txn-call',
+        ],
+        ['Skill', t.skillName ?? '—'],
+        ['Amount', usd(t.amount), 'txn-amount'],
+        ['Your share · fee', `${usd(t.sellerAmount)} · ${usd(t.platformFee)}`],
+        ['You get, after refunds', usd(sellerNet(t)), 'txn-net'],
+        ['Refunded · refundable', `${usd(t.refundedAmount)} · ${usd(t.refundableAmount)}`, 'txn-refundable'],
+        ['Payer', <Address key="p" value={t.payer} label="payer address" />],
+        [
+          'On chain',
+          <>
+            <TxLink chainId={t.chainId} hash={t.txHash} /> (log {t.logIndex}, {t.network})
+          </>,
+        ],
+        ['Hold until', dateTime(t.holdUntil)],
+        ['Settlement', t.settlementId ?? '—'],
+      ]}
+    />
   );
 }
 

@@ -1,4 +1,4 @@
-import type { ComponentChildren } from 'preact';
+import { type ComponentChildren, Fragment } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, plainMessage, type Query } from './api';
 import { useDashboard } from './context';
@@ -176,6 +176,30 @@ export function StatusBadge(props: { status: string }) {
         ? 'bad'
         : 'neutral';
   return <span class={`badge ${tone}`}>{props.status.toLowerCase().replace(/_/g, ' ')}</span>;
+}
+
+/** A label, its value, and the value's test id. */
+export type Fact = [string, ComponentChildren, string?];
+
+/** Label and value pairs as a description list; a pair given as false (or null, '') is left out. */
+export function Facts(props: {
+  facts: Array<Fact | false | null | undefined | ''>;
+  class?: string;
+  testId?: string;
+}) {
+  return (
+    <dl class={props.class ?? 'facts'} data-testid={props.testId}>
+      {props.facts.map(
+        (fact) =>
+          fact && (
+            <Fragment key={fact[0]}>
+              <dt>{fact[0]}</dt>
+              <dd data-testid={fact[2]}>{fact[1]}</dd>
+            </Fragment>
+          ),
+      )}
+    </dl>
+  );
 }
 
 /** A full address, checksummed (EIP-55), with a copy button. */
