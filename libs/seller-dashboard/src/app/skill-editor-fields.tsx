@@ -1,6 +1,7 @@
 import { DEFAULT_HOLD_HOURS } from '@paygate/contracts/holds';
 import { EndpointFields } from './skill-endpoints';
 import {
+  BLANK_ENDPOINT,
   type EndpointDraft,
   effectiveHoldHours,
   SKILL_TYPES,
@@ -230,11 +231,7 @@ export function NewEndpointsFieldset(props: DraftProps) {
       <button
         type="button"
         class="outline secondary"
-        onClick={() =>
-          set({
-            endpoints: [...draft.endpoints, { path: '/', method: 'GET', priceUsdc: '0.01', description: '' }],
-          })
-        }
+        onClick={() => set({ endpoints: [...draft.endpoints, BLANK_ENDPOINT] })}
       >
         Add an endpoint
       </button>

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { fieldErrors, newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { usd } from './format';
-import { type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
+import { BLANK_ENDPOINT, type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
 import type { Endpoint, HttpMethod, Skill } from './types';
 import { CopyButton, ErrorNote, useAction } from './ui';
 import { SelectField, TextField } from './ui-forms';
@@ -172,8 +172,7 @@ function EndpointExamples(props: { endpoint: Endpoint }) {
 
 export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => void }) {
   const { api } = useDashboard();
-  const blank: EndpointDraft = { path: '/', method: 'GET', priceUsdc: '0.01', description: '' };
-  const [endpoint, setEndpoint] = useState<EndpointDraft>(blank);
+  const [endpoint, setEndpoint] = useState<EndpointDraft>(BLANK_ENDPOINT);
   const [key, setKey] = useState(newIdempotencyKey);
   const save = useAction();
   const errors = fieldErrors(save.error);
@@ -191,7 +190,7 @@ export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => vo
           );
           if (updated) {
             props.onAdded(updated);
-            setEndpoint(blank);
+            setEndpoint(BLANK_ENDPOINT);
             setKey(newIdempotencyKey());
           }
         }}

@@ -27,6 +27,9 @@ export interface SkillDraft
   endpoints: EndpointDraft[];
 }
 
+/** A new endpoint's fields before the seller changes them. */
+export const BLANK_ENDPOINT: EndpointDraft = { path: '/', method: 'GET', priceUsdc: '0.01', description: '' };
+
 export function emptyDraft(): SkillDraft {
   return {
     name: '',
@@ -39,7 +42,7 @@ export function emptyDraft(): SkillDraft {
     durationDays: '30',
     requiresShipping: false,
     holdPeriodHours: '',
-    endpoints: [{ path: '/', method: 'GET', priceUsdc: '0.01', description: '' }],
+    endpoints: [BLANK_ENDPOINT],
   };
 }
 
