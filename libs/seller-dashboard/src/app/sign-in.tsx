@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { ApiClient } from './api';
 import type { SignInResult } from './types';
-import { ErrorNote, Notice } from './ui';
+import { ErrorNote, Notice, useAction } from './ui';
 import {
   chooseWallet,
   type DiscoveredWallet,
@@ -17,7 +17,14 @@ export function SignIn(props: {
   onSignedIn: (result: SignInResult) => void;
 }) {
   const choices = useWalletChoices();
-  const { busy, error, walletProblem, signIn } = useWalletSignIn(props.api, props.onSignedIn);
+  const action = useAction();
+  const signIn = async (wallet: Eip1193Provider) => {
+    chooseWallet(wallet);
+    await action.run(async () => props.onSignedIn(await signInWithWallet(wallet, props.api)));
+  };
+  // What the wallet refused is said apart from what the API answered.
+  const walletProblem = action.error instanceof WalletError ? action.error.message : undefined;
+  const busy = action.busy;
   return (
     <main id="main" class="container sign-in">
       <article>
@@ -54,7 +61,7 @@ export function SignIn(props: {
             {walletProblem}
           </p>
         )}
-        <ErrorNote error={error} />
+        <ErrorNote error={walletProblem ? undefined : action.error} />
         <p>
           <small>
             Everything here is also in the REST API (<a href="/api/v1/openapi.json">OpenAPI document</a>),
@@ -76,26 +83,4 @@ function useWalletChoices(): Array<{ key: string; label: string; provider: Eip11
     : legacy
       ? [{ key: 'legacy', label: 'Sign in with wallet', provider: legacy }]
       : [];
-}
-
-/** Signs in with the wallet chosen: what the wallet refused is said apart from what the API answered. */
-function useWalletSignIn(api: ApiClient, onSignedIn: (result: SignInResult) => void) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
-  const [walletProblem, setWalletProblem] = useState<string>();
-  const signIn = async (wallet: Eip1193Provider) => {
-    chooseWallet(wallet);
-    setBusy(true);
-    setError(undefined);
-    setWalletProblem(undefined);
-    try {
-      onSignedIn(await signInWithWallet(wallet, api));
-    } catch (caught) {
-      if (caught instanceof WalletError) setWalletProblem(caught.message);
-      else setError(caught);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { busy, error, walletProblem, signIn };
 }

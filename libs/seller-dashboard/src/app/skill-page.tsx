@@ -3,21 +3,13 @@ import { useDashboard } from './context';
 import { AddEndpoint, EndpointCard } from './skill-endpoints';
 import { SkillMd } from './skill-md';
 import type { Skill } from './types';
-import { Empty, ErrorNote, Facts, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import { Empty, ErrorNote, Facts, Link, LoadState, Notice, StatusBadge, useAction, useGet } from './ui';
 
 export function SkillPage(props: { name: string }) {
   const { api } = useDashboard();
-  const [skill, setSkill] = useState<Skill | undefined>();
-  const loaded = useLoad(
-    async () => {
-      const found = await api.request<Skill>('GET', `/api/v1/manage/skills/${props.name}`);
-      setSkill(found);
-      return found;
-      // Live: validation, health and status change while the page is open.
-    },
-    [props.name],
-    { live: true },
-  );
+  // Live: validation, health and status change while the page is open.
+  const loaded = useGet<Skill>(`/api/v1/manage/skills/${props.name}`, { live: true });
+  const { data: skill, set: setSkill } = loaded;
   const action = useAction();
   const [notice, setNotice] = useState<string>();
   if (!skill) return <LoadState load={loaded} what="the skill" />;
