@@ -21,13 +21,6 @@ declare global {
   }
 }
 
-interface SellerAuthOptions {
-  /** How long a resolved key is trusted without asking again. Rotation drops the entry sooner. */
-  cacheTtlMs?: number;
-  requestTimeoutMs?: number;
-  maxCacheEntries?: number;
-}
-
 interface CacheEntry {
   reply: ResolveApiKeyReply;
   expiresAt: number;
@@ -69,18 +62,15 @@ export class SellerAuth {
    */
   private forgetCount = 0;
   private readonly subscription: Subscription;
-  readonly options: Required<SellerAuthOptions>;
+  /** How long a resolved key is trusted without asking again. Rotation drops the entry sooner. */
+  private readonly cacheTtlMs: number;
 
   constructor(
     private readonly bus: Bus,
-    options: SellerAuthOptions = {},
+    options: { cacheTtlMs?: number } = {},
   ) {
-    this.options = {
-      cacheTtlMs: options.cacheTtlMs ?? 30_000,
-      requestTimeoutMs: options.requestTimeoutMs ?? 2000,
-      maxCacheEntries: options.maxCacheEntries ?? 10_000,
-    };
-    this.cache = new LRUCache({ max: this.options.maxCacheEntries });
+    this.cacheTtlMs = options.cacheTtlMs ?? 30_000;
+    this.cache = new LRUCache({ max: 10_000 });
     this.subscription = onSellerUpdated(bus, (sellerId) => this.forgetSeller(sellerId));
   }
 
@@ -131,17 +121,12 @@ export class SellerAuth {
     const forgetCountAtAsk = this.forgetCount;
     let reply: ResolveApiKeyReply;
     try {
-      reply = await requestRpc(
-        this.bus,
-        'registry.resolve_api_key',
-        { apiKey },
-        { timeoutMs: this.options.requestTimeoutMs },
-      );
+      reply = await requestRpc(this.bus, 'registry.resolve_api_key', { apiKey }, { timeoutMs: 2000 });
     } catch {
       throw new HttpError(503, 'auth_unavailable', 'cannot verify the API key right now; retry shortly');
     }
     // Unknown keys are cached for a shorter time so a just-created key works at once.
-    const entry = { reply, expiresAt: Date.now() + (reply.ok ? this.options.cacheTtlMs : 1000) };
+    const entry = { reply, expiresAt: Date.now() + (reply.ok ? this.cacheTtlMs : 1000) };
     if (this.forgetCount === forgetCountAtAsk) this.cache.set(apiKey, entry);
     return entry;
   }

@@ -73,13 +73,10 @@ function sha256(file: string): string | undefined {
 async function bundleIsCurrent(service: string, purpose: BundlePurpose): Promise<boolean> {
   const bundle = serviceBundlePath(service, purpose);
   if (!existsSync(bundle) || !existsSync(`${bundle}.map`)) return false;
-  let recorded: BundleInputs;
-  try {
-    recorded = JSON.parse(await readFile(inputsPath(service, purpose), 'utf8')) as BundleInputs;
-  } catch {
-    return false;
-  }
-  if (recorded.build !== BUILD_KEY) return false;
+  const recorded = await readFile(inputsPath(service, purpose), 'utf8')
+    .then((text) => JSON.parse(text) as BundleInputs)
+    .catch(() => undefined);
+  if (recorded?.build !== BUILD_KEY) return false;
   return Object.entries(recorded.inputs).every(([file, hash]) => sha256(file) === hash);
 }
 
