@@ -1,17 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { type Bus, connectBus, deleteStreams, ensureStreams } from '@paygate/bus';
 import type { EventEnvelope } from '@paygate/contracts';
-import { createDatabase, retryStartup } from '@paygate/runtime';
+import { createDatabase } from '@paygate/runtime';
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { Subscription } from 'nats';
-import pg from 'pg';
 import {
   databaseUrlFor,
   retireSuiteDatabase,
   SUITE_DATABASE_PREFIX,
   serviceSchemaName,
   TEMPLATE_DATABASE_ENV,
+  withAdmin,
 } from './template-database';
 
 export const TEST_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -40,33 +40,6 @@ export interface TestEnvironment {
 /** The suite databases holding each schema `schemaFor` handed out, for `openSchema` (module state is per suite). */
 const suiteDatabasesBySchema = new Map<string, Set<string>>();
 
-/** Runs `run` on a connection to the shared test database, waiting out a brief shortage of connection slots. */
-async function onAdminConnection(
-  run: (client: pg.Client) => Promise<unknown>,
-  logger: Logger,
-): Promise<void> {
-  const client = await retryStartup(
-    async () => {
-      const candidate = new pg.Client({
-        connectionString: TEST_DATABASE_URL,
-        connectionTimeoutMillis: 10_000,
-      });
-      candidate.on('error', () => undefined);
-      await candidate.connect().catch(async (error) => {
-        await candidate.end().catch(() => undefined);
-        throw error;
-      });
-      return candidate;
-    },
-    { what: 'the test Postgres', attempts: 8, logger },
-  );
-  try {
-    await run(client);
-  } finally {
-    await client.end();
-  }
-}
-
 /**
  * Creates the suite's database from the template with `settings` as every connection's defaults. Under jest commits
  * skip the fsync (a test never crashes the shared Postgres); benchmarks (no jest) keep production's durable commits.
@@ -74,14 +47,18 @@ async function onAdminConnection(
 function createSuiteDatabase(database: string, settings: Record<string, string>, logger: Logger) {
   const template = process.env[TEMPLATE_DATABASE_ENV];
   const durability = process.env.JEST_WORKER_ID === undefined ? {} : { synchronous_commit: 'off' };
-  return onAdminConnection(async (client) => {
-    await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
-    for (const [name, value] of Object.entries({ ...durability, ...settings })) {
-      await client.query(
-        `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
-      );
-    }
-  }, logger);
+  return withAdmin(
+    TEST_DATABASE_URL,
+    async (client) => {
+      await client.query(`create database "${database}"${template ? ` template "${template}"` : ''}`);
+      for (const [name, value] of Object.entries({ ...durability, ...settings })) {
+        await client.query(
+          `alter database "${database}" set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
+        );
+      }
+    },
+    logger,
+  );
 }
 
 /** `databaseSettings`: server settings of every connection to the suite's database (deadlock_timeout, say). */
@@ -142,7 +119,7 @@ export async function createTestEnvironment(
       await admin.close();
       for (const bus of buses) await bus.close();
       for (const schema of schemas) suiteDatabasesBySchema.get(schema)?.delete(databaseUrl);
-      await onAdminConnection((client) => retireSuiteDatabase(client, database), logger);
+      await withAdmin(TEST_DATABASE_URL, (client) => retireSuiteDatabase(client, database), logger);
     },
   };
   return env;

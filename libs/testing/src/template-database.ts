@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { createDatabase, migrateToLatest, type RepeatableSql } from '@paygate/runtime';
+import { createDatabase, migrateToLatest, type RepeatableSql, retryStartup } from '@paygate/runtime';
+import type { Logger } from '@paygate/telemetry';
 import type { Migration } from 'kysely';
 import pg from 'pg';
 
@@ -80,9 +81,24 @@ function migrationsHash(): string {
   return hash.digest('hex').slice(0, 16);
 }
 
-async function withAdmin<T>(adminUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 10_000 });
-  await client.connect();
+/** Runs `fn` on a connection to `adminUrl`; given a logger, waits out a brief shortage of connection slots. */
+export async function withAdmin<T>(
+  adminUrl: string,
+  fn: (client: pg.Client) => Promise<T>,
+  logger?: Logger,
+): Promise<T> {
+  const connect = async () => {
+    const candidate = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 10_000 });
+    candidate.on('error', () => undefined);
+    await candidate.connect().catch(async (error) => {
+      await candidate.end().catch(() => undefined);
+      throw error;
+    });
+    return candidate;
+  };
+  const client = logger
+    ? await retryStartup(connect, { what: 'the test Postgres', attempts: 8, logger })
+    : await connect();
   try {
     return await fn(client);
   } finally {
