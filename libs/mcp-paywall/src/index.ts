@@ -10,12 +10,7 @@ import {
   type ToolResult,
 } from '@paygate/protocol';
 
-export {
-  MCP_PAYMENT_META,
-  MCP_PAYMENT_RESPONSE_META,
-  paymentRequiredResult,
-  type ToolResult,
-} from '@paygate/protocol';
+export { MCP_PAYMENT_META, MCP_PAYMENT_RESPONSE_META, paymentRequiredResult, type ToolResult };
 
 /** The `extra` every MCP SDK tool callback gets last: the request's `_meta` is where a payment travels. */
 interface ToolExtra {

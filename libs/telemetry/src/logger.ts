@@ -3,31 +3,16 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger } from 'pino';
 
-/** Paths whose values are secrets: they are replaced before a line is written, wherever they appear. */
+/** Fields whose values are secrets, replaced before a line is written at the top of a log object or one level down. */
+const SECRET_FIELDS = ['authorization', 'apiKey', 'secret', 'privateKey', 'password', 'token', 'signingKey'];
+
 export const REDACTED_PATHS = [
-  'authorization',
-  '*.authorization',
   'req.headers.authorization',
   'req.headers["x-402-payment"]',
   'req.headers.payment',
   'req.headers.cookie',
   'headers.authorization',
-  'apiKey',
-  '*.apiKey',
-  'secret',
-  '*.secret',
-  'privateKey',
-  '*.privateKey',
-  'password',
-  '*.password',
-  'token',
-  '*.token',
-  'signingKey',
-  '*.signingKey',
-  'webhookSecret',
-  '*.webhookSecret',
-  'databaseUrl',
-  '*.databaseUrl',
+  ...[...SECRET_FIELDS, 'webhookSecret', 'databaseUrl'].flatMap((key) => [key, `*.${key}`]),
 ];
 
 /** Patterns that look like our own credentials, scrubbed from free-text messages too. */
