@@ -1,36 +1,12 @@
 /** The shared test fixtures. The property-test helpers (fast-check, slow to load) live at `@paygate/testing/fuzz`. */
-export {
-  type AnvilInstance,
-  deployTestUsdc,
-  increaseTime,
-  mine,
-  reorg,
-  setAutomine,
-  startAnvil,
-} from './anvil';
+export * from './anvil';
 export { documentedOperationNames, documentedOperations, expectApiContract } from './api-contract';
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
 export { eventDataOf, eventOf, publishEvent } from './events';
-export {
-  type HarnessSetup,
-  type ServiceHarness,
-  startServiceHarness,
-} from './harness';
-export {
-  countStreamMessages,
-  createTestEnvironment,
-  EventRecorder,
-  openSchema,
-  randomSuffix,
-  TEST_DATABASE_URL,
-  TEST_NATS_URL,
-  type TestEnvironment,
-  waitFor,
-  waitForConsumerIdle,
-  waitForStreamMessages,
-} from './infra';
+export * from './harness';
+export * from './infra';
 export { ephemeralRangeStart, FIXED_PORT_BLOCKS_START, findFreePort, findRestartablePort } from './ports';
 export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './processes';
 export { minedReceipt } from './receipts';
