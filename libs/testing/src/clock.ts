@@ -1,9 +1,7 @@
 /**
- * The one test clock. By default time stands still until the test moves it, so a hold's release, a session's
- * expiry or a webhook's next attempt is reached by `advance`, never by waiting. `{ ticking: true }` runs with real
- * time from where it was set or advanced to, for a service whose timeouts and leases must still pass on their own
- * while the test jumps over hours. `now` is an arrow property, so it can be handed to a service as its clock
- * (`{ now: clock.now }`) without binding.
+ * The one test clock: it stands still until the test moves it, so a hold's release or a webhook's retry is reached
+ * by `advance`, never by waiting. `{ ticking: true }` runs with real time from where it was set or advanced to, for
+ * a service whose own timeouts and leases must still pass. `now` is an arrow: `{ now: clock.now }` needs no bind.
  */
 export class TestClock {
   private atMs: number;

@@ -2,10 +2,8 @@ import type { Provider, TransactionReceipt } from 'ethers';
 import { waitFor } from './infra';
 
 /**
- * The receipt of a sent transaction, once its block is readable; throws when it reverted (as ethers' `wait()`
- * does). Tests use this instead of `wait()`: anvil's automine answers the send before the block holding it can be
- * read, and when `wait()` looks in that moment it waits for a next block, which a test that mines nothing more
- * never gets (a clean-clone run timed out so in the indexer's suite).
+ * The receipt of a sent transaction once its block is readable; throws when it reverted. Not ethers' `wait()`:
+ * automine answers the send before its block can be read, and `wait()` looking then waits for a next block forever.
  */
 export async function minedReceipt(
   tx: { hash: string; provider: Provider },

@@ -1,7 +1,10 @@
 import type { Express } from 'express';
 
-/** Every `METHOD path` the app routes (express 5 router), `:id` written `{id}` as in OpenAPI. */
-function routedOperations(app: Express): string[] {
+/**
+ * Every `METHOD path` the app routes (express 5 router, `:id` written `{id}` as in OpenAPI) that an OpenAPI document
+ * describes: all but startService's /healthz, /readyz and /metrics.
+ */
+export function servedApiOperations(app: Express): string[] {
   const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
   return stack
     .filter((layer) => layer.route?.path)
@@ -9,10 +12,6 @@ function routedOperations(app: Express): string[] {
       Object.keys(layer.route.methods)
         .filter((m) => m !== '_all')
         .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
-    );
-}
-
-/** The routed operations an OpenAPI document describes: all but /healthz, /readyz and /metrics (startService's). */
-export function servedApiOperations(app: Express): string[] {
-  return routedOperations(app).filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
+    )
+    .filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
 }
