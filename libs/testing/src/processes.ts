@@ -41,14 +41,11 @@ export async function startServiceProcess(
     options.command,
   );
   const readyz = `http://127.0.0.1:${port}/readyz`;
-  let exitCode: number | null | undefined;
-  void started.exited.then((code) => {
-    exitCode = code;
-  });
+  const { child } = started;
   try {
     const outcome = await waitFor(
       async () => {
-        if (exitCode !== undefined) return 'exited';
+        if (child.exitCode !== null || child.signalCode !== null) return 'exited';
         const answer = await fetch(readyz, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
         return answer?.ok ? 'ready' : undefined;
       },
@@ -58,11 +55,11 @@ export async function startServiceProcess(
         message: `${service} did not get ready`,
       },
     );
-    if (outcome === 'exited') throw new Error(`${service} exited with ${exitCode} before it was ready`);
+    if (outcome === 'exited') throw new Error(`${service} exited with ${child.exitCode} before it was ready`);
   } catch (error) {
     await started.kill('SIGKILL');
     // 'exit' can come before the last of its output was read: wait (briefly) for its stdio to close.
-    await once(started.child, 'close', { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
+    await once(child, 'close', { signal: AbortSignal.timeout(1000) }).catch(() => undefined);
     throw new Error(`${(error as Error).message}\n${started.output().slice(-2000)}`);
   }
   return started;
