@@ -93,7 +93,15 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
       const checksummed = toChecksumAddress(address.trim());
       const answer = await confirm.ask(payoutChangeQuestion(a, checksummed, challenge.delaySeconds));
       if (!answer) return undefined;
-      const signature = await walletSignature(a, challenge.message, setWalletProblem);
+      // What the wallet refused (or no wallet) is said apart from what the API answered.
+      const signature = await signWithAccountWallet(
+        browserWallet(),
+        a.walletAddress,
+        challenge.message,
+      ).catch((error) => {
+        if (!(error instanceof WalletError)) throw error;
+        setWalletProblem(error.message);
+      });
       if (signature === undefined) return undefined;
       return api.request<{ account: Account; effectiveAt: string }>(
         'POST',
@@ -140,23 +148,6 @@ function payoutChangeQuestion(a: Account, newAddress: string, delaySeconds: numb
     ),
     confirmLabel: 'Sign with wallet',
   };
-}
-
-/** The account wallet's signature, or undefined (and why, for the seller) when the wallet did not sign. */
-async function walletSignature(
-  account: Account,
-  message: string,
-  onProblem: (problem: string) => void,
-): Promise<string | undefined> {
-  try {
-    return await signWithAccountWallet(browserWallet(), account.walletAddress, message);
-  } catch (error) {
-    if (error instanceof WalletError) {
-      onProblem(error.message);
-      return undefined;
-    }
-    throw error;
-  }
 }
 
 /** Where payouts go now and, for a pending change, from when: said after the change is signed. */

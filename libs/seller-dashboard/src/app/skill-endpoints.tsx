@@ -22,7 +22,6 @@ export function EndpointFields(props: {
     errors[`${prefix}.${key}`] ??
     errors[`endpoints.${props.index}.${key}`] ??
     (prefix === 'new' ? errors[key] : undefined);
-  // A text field's error, value and change.
   const bind = (key: 'path' | 'priceUsdc' | 'description') => ({
     error: err(key),
     value: endpoint[key],
