@@ -1,16 +1,13 @@
 import type { LedgerDatabase, LedgerDb } from '../db';
 
-/** What the gateway made of a payment's paid call, as a seller reads it beside the transaction. */
+/** What the gateway made of a payment's paid call, beside the transaction (the Transaction schema describes each). */
 export interface CallOutcomeView {
-  /** served (at the first attempt, or a retry after a failure), failed_retryable (the buyer may still retry) or failed (the window passed). */
   callStatus: 'served' | 'failed_retryable' | 'failed';
-  /** The latest seller failure: when, how (error_status, timeout, unreachable, misconfigured) and its 5xx. */
+  /** The latest seller failure: when, how and its 5xx. */
   callFailedAt: string | null;
   upstreamOutcome: LedgerDatabase['payment_call_attempts']['upstream_outcome'];
   upstreamStatus: number | null;
-  /** Until when the buyer may retry with the same payment (set once the seller failed). */
   retryUntil: string | null;
-  /** When a retry after the failure was served. */
   callRecoveredAt: string | null;
 }
 
