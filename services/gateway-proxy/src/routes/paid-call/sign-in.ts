@@ -9,22 +9,15 @@ export function signIn(deps: PaidCallDeps, offer: Offer, call: Call): Promise<Pa
   if (offer.purchase.kind !== 'subscription') return undefined;
   const header = call.req.headers[SIWX_HEADER];
   if (typeof header !== 'string' || header === '') return undefined;
-  return signedIn(deps, offer, call, header);
-}
-
-async function signedIn(
-  deps: PaidCallDeps,
-  offer: Offer,
-  call: Call,
-  header: string,
-): Promise<Paid | undefined> {
-  const outcome = await deps.signIn.subscriptionFor(header, offer.purchase);
-  if (!outcome.ok) {
-    deps.metrics.refused.inc({ reason: outcome.failure.reason });
-    if (outcome.status === 503) sendUnavailable(call, outcome.failure.reason, outcome.failure.message);
-    else sendPaymentRequired(deps, offer, call, outcome.failure.reason, outcome.failure.message);
-    return undefined;
-  }
-  deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: 'false' });
-  return { claim: outcome.claim, answerHeaders: NO_HEADERS };
+  return deps.signIn.subscriptionFor(header, offer.purchase).then((outcome) => {
+    if (!outcome.ok) {
+      const { reason, message } = outcome.failure;
+      deps.metrics.refused.inc({ reason });
+      if (outcome.status === 503) sendUnavailable(call, reason, message);
+      else sendPaymentRequired(deps, offer, call, reason, message);
+      return undefined;
+    }
+    deps.metrics.accepted.inc({ mode: offer.skill.mode, fresh: 'false' });
+    return { claim: outcome.claim, answerHeaders: NO_HEADERS };
+  });
 }
