@@ -1,4 +1,5 @@
-import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import { type ConsumerOptions, type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import type { Subject } from '@paygate/contracts';
 import {
   addressBucket,
   guardRoute,
@@ -122,84 +123,57 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
   return { ...running, deps, scheduler, chainCheck };
 }
 
+/** One durable consumer of `subject`; `concurrency` transactions in flight when given (the bus's default else). */
+function consumer<S extends Subject>(
+  durable: string,
+  subject: S,
+  handler: NonNullable<ConsumerOptions<S, LedgerDatabase>['handler']>,
+  concurrency?: number,
+): DeclaredConsumer<LedgerDatabase> {
+  return defineConsumer<S, LedgerDatabase>({
+    durable,
+    subject,
+    handler,
+    ...(concurrency ? { concurrency } : {}),
+  });
+}
+
 /** The events the ledger books, each on its declared durable consumer. */
 function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
   return [
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
-    defineConsumer({
-      durable: 'ledger-payment-call-failed',
-      subject: 'payment.call_failed',
-      handler: (trx, e) => onPaymentCallFailed(trx, e),
-    }),
-    defineConsumer({
-      durable: 'ledger-payment-call-recovered',
-      subject: 'payment.call_recovered',
-      handler: (trx, e) => onPaymentCallRecovered(trx, e),
-    }),
+    consumer('ledger-payment-call-failed', 'payment.call_failed', onPaymentCallFailed),
+    consumer('ledger-payment-call-recovered', 'payment.call_recovered', onPaymentCallRecovered),
     // A call its seller failed whose window closed unserved: refunded to its payer (unserved/decide.ts).
-    defineConsumer({
-      durable: 'ledger-payment-call-unserved',
-      subject: 'payment.call_unserved',
-      handler: (trx, e) => onPaymentCallUnserved(trx, e, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-transfer-observed',
-      subject: 'transfer.observed',
-      handler: (trx, e) => onTransferObserved(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-transfer-reorged',
-      subject: 'transfer.reorged',
-      handler: (trx, e) => onTransferReorged(trx, e, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-refund-completed',
-      subject: 'refund.completed',
-      handler: (trx, e) => onRefundCompleted(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-transfer-refund-requested',
-      subject: 'transfer.refund_requested',
-      handler: (trx, e) => onTransferRefundRequested(trx, e, d),
-    }),
+    consumer('ledger-payment-call-unserved', 'payment.call_unserved', (trx, e) =>
+      onPaymentCallUnserved(trx, e, d),
+    ),
+    consumer('ledger-transfer-observed', 'transfer.observed', (trx, e) => onTransferObserved(trx, e, d), 4),
+    consumer('ledger-transfer-reorged', 'transfer.reorged', (trx, e) => onTransferReorged(trx, e, d)),
+    consumer('ledger-refund-completed', 'refund.completed', (trx, e) => onRefundCompleted(trx, e, d), 4),
+    consumer('ledger-transfer-refund-requested', 'transfer.refund_requested', (trx, e) =>
+      onTransferRefundRequested(trx, e, d),
+    ),
     // What leaves escrow is decided here: due payouts and platform payout requests reserved (or refused) with
     // `payout.reserved` / `payout.refused` in the outbox; settlement's outcomes book them out or give them back.
-    defineConsumer({
-      durable: 'ledger-seller-payout-addresses',
-      subject: 'seller.updated',
-      handler: (trx, e) => onSellerUpdated(trx, e),
-    }),
-    defineConsumer({
-      durable: 'ledger-settlement-due',
-      subject: 'settlement.due',
-      handler: (trx, e) => onSettlementDue(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-platform-payout-requested',
-      subject: 'revenue.payout_requested',
-      handler: (trx, e) => onPlatformPayoutRequested(trx, e, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-payout-failed',
-      subject: 'payout.failed',
-      handler: (trx, e) =>
-        e.data.kind === 'seller'
-          ? onSellerPayoutFailed(trx, e.data, d)
-          : onPlatformPayoutFailed(trx, e.data, d),
-    }),
-    defineConsumer({
-      durable: 'ledger-settlement-completed',
-      subject: 'settlement.completed',
-      handler: (trx, e) => onSettlementCompleted(trx, e, d),
-      concurrency: 4,
-    }),
-    defineConsumer({
-      durable: 'ledger-platform-payout-completed',
-      subject: 'revenue.paid_out',
-      handler: (trx, e) => onPlatformPayoutCompleted(trx, e, d),
-    }),
+    consumer('ledger-seller-payout-addresses', 'seller.updated', onSellerUpdated),
+    consumer('ledger-settlement-due', 'settlement.due', (trx, e) => onSettlementDue(trx, e, d), 4),
+    consumer('ledger-platform-payout-requested', 'revenue.payout_requested', (trx, e) =>
+      onPlatformPayoutRequested(trx, e, d),
+    ),
+    consumer('ledger-payout-failed', 'payout.failed', (trx, e) =>
+      e.data.kind === 'seller'
+        ? onSellerPayoutFailed(trx, e.data, d)
+        : onPlatformPayoutFailed(trx, e.data, d),
+    ),
+    consumer(
+      'ledger-settlement-completed',
+      'settlement.completed',
+      (trx, e) => onSettlementCompleted(trx, e, d),
+      4,
+    ),
+    consumer('ledger-platform-payout-completed', 'revenue.paid_out', (trx, e) =>
+      onPlatformPayoutCompleted(trx, e, d),
+    ),
   ];
 }
