@@ -1,7 +1,12 @@
 import { parseUsdc } from '@paygate/money';
 import { releaseDueHolds } from '../src/holds/release';
-import { bookClaimedPayments } from '../src/payments/confirmed';
-import { claimedPaymentOf, type LedgerHarness, paymentData, startLedgerHarness } from './helpers';
+import {
+  bookClaimedPayments,
+  claimedPaymentOf,
+  type LedgerHarness,
+  paymentData,
+  startLedgerHarness,
+} from './helpers';
 
 /**
  * GET /api/v1/balances reads every balance in one snapshot. Read one by one, a hold released between the reads

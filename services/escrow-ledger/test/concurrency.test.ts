@@ -3,9 +3,9 @@ import type { EventData } from '@paygate/contracts';
 import { waitFor } from '@paygate/testing';
 import { sql } from 'kysely';
 import { accountBalance } from '../src/ledger/entries';
-import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
 import {
+  bookClaimedPayments,
   claimedPaymentOf,
   type LedgerHarness,
   paymentData,

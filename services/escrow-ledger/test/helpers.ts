@@ -12,7 +12,18 @@ import {
   testWallets,
 } from '@paygate/testing';
 import { loadConfig, type RunningEscrowLedger, startEscrowLedger } from '../src';
-import type { ClaimedPayment } from '../src/payments/confirmed';
+import type { LedgerTrx } from '../src/db';
+import type { LedgerDeps } from '../src/deps';
+import { LedgerInvariantError } from '../src/errors';
+import { newTransactionId } from '../src/ids';
+import {
+  bookPayments,
+  type ClaimedBooking,
+  type ClaimedPayment,
+  paymentConfirmedEvent,
+  paymentToBook,
+  reportConflict,
+} from '../src/payments/confirmed';
 
 /** The first contract anvil's deployer creates (deployTestUsdc); the config requires a USDC address. */
 const PLACEHOLDER_USDC_ADDRESS = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
@@ -175,6 +186,45 @@ export function claimRequestOf(
 export function claimedPaymentOf(payment: EventData<'payment.confirmed'>): ClaimedPayment {
   const request = claimRequestOf(payment);
   return { request: { ...request, claimedVia: request.claimedVia! }, payment: request.payment! };
+}
+
+/**
+ * Books claimed payments in the caller's transaction through book_payments, for suites that book without a claim:
+ * each amount from suspense into the 95/5 holds with its `payment.confirmed`, or a conflict where the books
+ * disagree. One outcome per claim, in order.
+ */
+export async function bookClaimedPayments(
+  trx: LedgerTrx,
+  claimed: ClaimedPayment[],
+  deps: LedgerDeps,
+): Promise<ClaimedBooking[]> {
+  if (claimed.length === 0) return [];
+  const now = deps.now();
+  const payments = claimed.map((item) => {
+    const payment = paymentToBook(item, newTransactionId(), now, deps.config.callOutcomeWindowMs);
+    return { ...payment, confirmedEvent: paymentConfirmedEvent(payment) };
+  });
+  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
+  // crosswise (the claims statement inserted them in that order too).
+  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
+  const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  const outcomes = await bookPayments(trx, sorted, now);
+  // A booked payment's row names its own transaction; the rest are found by payment id.
+  const bookedIds = new Set(
+    outcomes.filter((row) => row.outcome === 'booked').map((row) => row.transaction_id),
+  );
+  const others = new Map(
+    outcomes.filter((row) => row.outcome !== 'booked').map((row) => [row.payment_id, row]),
+  );
+  return claimed.map((item, i): ClaimedBooking => {
+    const own = payments[i]!.transactionId;
+    if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
+    const row = others.get(item.payment.paymentId);
+    if (!row)
+      throw new LedgerInvariantError(`book_payments returned nothing for payment ${item.payment.paymentId}`);
+    if (row.outcome === 'conflict') reportConflict(deps, row);
+    return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
+  });
 }
 
 export function randomTxHash(): string {

@@ -6,9 +6,9 @@ import { Wallet } from 'ethers';
 import { type Kysely, sql } from 'kysely';
 import { releaseDueHolds } from '../src/holds/release';
 import { accountBalance } from '../src/ledger/entries';
-import { bookClaimedPayments } from '../src/payments/confirmed';
 import { reconcile } from '../src/reconciliation/reconcile';
 import {
+  bookClaimedPayments,
   claimedPaymentOf,
   type LedgerHarness,
   OPERATOR_TOKEN,

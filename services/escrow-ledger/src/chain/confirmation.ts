@@ -7,7 +7,7 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
-import type { TransferRow } from '../payments/transfer-booking';
+import { TRANSFER_ROW_COLUMNS, type TransferRow } from '../payments/transfer-booking';
 
 type AwaitingTransfer = Row<
   'transfers',
@@ -206,9 +206,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   private async reverse(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {
     const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
     const reversed = await this.ctx.inTransaction(async (trx) => {
-      const locked = await sql<TransferRow>`select chain_id, tx_hash, log_index,
-            amount_micro, status, booked_by, claimed_by_transaction_id, inclusion, block_hash, refund_id
-          from transfers
+      const locked = await sql<TransferRow>`select ${TRANSFER_ROW_COLUMNS} from transfers
           where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash} and log_index = ${transfer.log_index}
             and chain_confirmed_at is null and status = 'observed' and missing_since_block is not null
           for update`.execute(trx);

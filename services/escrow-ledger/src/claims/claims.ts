@@ -7,6 +7,7 @@ import type { LedgerDb, LedgerTrx } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { newClaimId } from '../ids';
 import { transferKey } from '../ledger/entries';
+import { bookedTransferDiffers } from '../payments/transfer-booking';
 import {
   type ClaimedAndBooked,
   type ClaimOutcomeRow,
@@ -157,22 +158,13 @@ async function statementRetryingConflicts<T>(
 /** An operator refund of a transfer the books know with another payer or amount, or reorged away: refused. */
 async function refundRefusedByBooks(trx: LedgerTrx, request: ClaimRequest): Promise<ClaimReply | undefined> {
   const txHash = request.txHash.toLowerCase();
-  const booked = (
-    await sql<{ amount_micro: bigint; from_address: string; status: string }>`
-      select amount_micro, from_address, status from transfers
-      where chain_id = ${request.chainId} and tx_hash = ${txHash} and log_index = ${request.logIndex}`.execute(
-      trx,
-    )
-  ).rows[0];
+  const booked = await trx
+    .selectFrom('transfers')
+    .select(['amount_micro', 'from_address', 'status'])
+    .where((eb) => eb.and({ chain_id: request.chainId, tx_hash: txHash, log_index: request.logIndex }))
+    .executeTakeFirst();
   if (!booked) return undefined;
-  const refusal =
-    booked.status === 'reorged'
-      ? ('transfer_reorged' as const)
-      : booked.amount_micro !== parseChainUsdc(request.amount)
-        ? ('amount_differs' as const)
-        : booked.from_address.toLowerCase() !== request.payer.toLowerCase()
-          ? ('payer_differs' as const)
-          : null;
+  const refusal = bookedTransferDiffers({ amount: request.amount, from: request.payer }, booked);
   if (!refusal) return undefined;
   return {
     ok: false,

@@ -5,7 +5,6 @@ import { sql } from 'kysely';
 import type { ClaimRequest } from '../claims/statement';
 import type { LedgerDatabase, LedgerTrx } from '../db';
 import type { LedgerDeps } from '../deps';
-import { LedgerInvariantError } from '../errors';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
 
@@ -71,46 +70,6 @@ export function paymentToBook(
 export interface ClaimedBooking {
   transactionId: string | null;
   outcome: BookedPayment['outcome'];
-}
-
-/**
- * Books claimed payments in the caller's transaction through book_payments (one round trip): each amount from
- * suspense (the transfer booked first if the indexer has not reported it) into the 95/5 holds, with its
- * `payment.confirmed` in the outbox; where the books disagree (transfer reorged away, amount above the transfer's)
- * a conflict for the operator instead. One outcome per claim, in order.
- */
-export async function bookClaimedPayments(
-  trx: LedgerTrx,
-  claimed: ClaimedPayment[],
-  deps: LedgerDeps,
-): Promise<ClaimedBooking[]> {
-  if (claimed.length === 0) return [];
-  const now = deps.now();
-  const payments = claimed.map((item) => {
-    const payment = paymentToBook(item, newTransactionId(), now, deps.config.callOutcomeWindowMs);
-    return { ...payment, confirmedEvent: paymentConfirmedEvent(payment) };
-  });
-  // Transfers are locked in one order (chain, hash, log) in every batch, so two batches cannot wait on each other
-  // crosswise (the claims statement inserted them in that order too).
-  const order = (p: (typeof payments)[number]) => `${p.chainId}:${p.txHash}:${p.logIndex}`;
-  const sorted = [...payments].sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
-  const outcomes = await bookPayments(trx, sorted, now);
-  // A booked payment's row names its own transaction; the rest are found by payment id.
-  const bookedIds = new Set(
-    outcomes.filter((row) => row.outcome === 'booked').map((row) => row.transaction_id),
-  );
-  const others = new Map(
-    outcomes.filter((row) => row.outcome !== 'booked').map((row) => [row.payment_id, row]),
-  );
-  return claimed.map((item, i): ClaimedBooking => {
-    const own = payments[i]!.transactionId;
-    if (bookedIds.has(own)) return { transactionId: own, outcome: 'booked' };
-    const row = others.get(item.payment.paymentId);
-    if (!row)
-      throw new LedgerInvariantError(`book_payments returned nothing for payment ${item.payment.paymentId}`);
-    if (row.outcome === 'conflict') reportConflict(deps, row);
-    return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
-  });
 }
 
 /** A payment conflict set aside for the operator: counted and logged (nothing was credited). */

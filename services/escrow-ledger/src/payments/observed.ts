@@ -21,9 +21,7 @@ import {
 function observedRow(trx: LedgerTrx, chainId: number, txHash: string, logIndex: number) {
   return trx
     .updateTable('transfers')
-    .where('chain_id', '=', chainId)
-    .where('tx_hash', '=', txHash)
-    .where('log_index', '=', logIndex);
+    .where((eb) => eb.and({ chain_id: chainId, tx_hash: txHash, log_index: logIndex }));
 }
 
 type TransferObserved = TypedEnvelope<'transfer.observed'>;

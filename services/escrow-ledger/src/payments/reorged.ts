@@ -177,9 +177,9 @@ export async function reverseTransfer(
   await trx
     .updateTable('transfers')
     .set({ status: 'reorged', reorged_at: now, claimed_by_transaction_id: null })
-    .where('chain_id', '=', transfer.chain_id)
-    .where('tx_hash', '=', transfer.tx_hash)
-    .where('log_index', '=', transfer.log_index)
+    .where((eb) =>
+      eb.and({ chain_id: transfer.chain_id, tx_hash: transfer.tx_hash, log_index: transfer.log_index }),
+    )
     .execute();
   // The same transaction may be on the chain again already (booked before this reorg was handled): it pays the debt.
   if (owedMicro > 0n) await settleRefundReceivables(trx, deps, transfer.chain_id, transfer.tx_hash);

@@ -1,3 +1,4 @@
+import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
 import type { LedgerTrx, Row } from '../db';
 import { transferKey } from '../ledger/entries';
@@ -8,6 +9,7 @@ export type TransferRow = Row<
   | 'tx_hash'
   | 'log_index'
   | 'amount_micro'
+  | 'from_address'
   | 'status'
   | 'booked_by'
   | 'claimed_by_transaction_id'
@@ -23,19 +25,34 @@ export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perI
 /** The ledger's lock space for one transfer's events (lockTransferEvents): observed and reorged never interleave. */
 export const TRANSFER_LOCK_SCOPE = 'ledger-transfer';
 
+/** The columns of a TransferRow, for the statements that lock one. */
+export const TRANSFER_ROW_COLUMNS = sql`chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by,
+  claimed_by_transaction_id, inclusion, block_hash, refund_id`;
+
 export async function lockTransfer(
   trx: LedgerTrx,
   chainId: number,
   txHash: string,
   logIndex: number,
 ): Promise<TransferRow | undefined> {
-  const result =
-    await sql<TransferRow>`select chain_id, tx_hash, log_index, amount_micro, status, booked_by, claimed_by_transaction_id,
-        inclusion, block_hash, refund_id
-      from transfers where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
-      trx,
-    );
+  const result = await sql<TransferRow>`select ${TRANSFER_ROW_COLUMNS} from transfers
+      where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
+    trx,
+  );
   return result.rows[0];
+}
+
+/**
+ * Why a transfer on the books cannot be refunded as requested (reorged away, another amount or payer, checked in
+ * that order), or null when the books agree with the request.
+ */
+export function bookedTransferDiffers(
+  requested: { amount: string; from: string },
+  booked: Pick<TransferRow, 'status' | 'amount_micro' | 'from_address'>,
+): 'transfer_reorged' | 'amount_differs' | 'payer_differs' | null {
+  if (booked.status === 'reorged') return 'transfer_reorged';
+  if (parseChainUsdc(requested.amount) !== booked.amount_micro) return 'amount_differs';
+  return requested.from.toLowerCase() !== booked.from_address.toLowerCase() ? 'payer_differs' : null;
 }
 
 /**

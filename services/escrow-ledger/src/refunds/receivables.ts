@@ -119,18 +119,14 @@ export async function settleRefundReceivables(
         settled_by_log_index: arrival.log_index,
         settled_by_inclusion: arrival.inclusion,
       })
-      .where('chain_id', '=', chainId)
-      .where('tx_hash', '=', txHash)
-      .where('log_index', '=', receivable.log_index)
+      .where((eb) => eb.and({ chain_id: chainId, tx_hash: txHash, log_index: receivable.log_index }))
       .where('inclusion', '=', receivable.inclusion)
       .execute();
     // The money was refunded already: the arrival can neither pay for anything nor be refunded again.
     await trx
       .updateTable('transfers')
       .set({ refund_id: receivable.refund_id })
-      .where('chain_id', '=', chainId)
-      .where('tx_hash', '=', txHash)
-      .where('log_index', '=', arrival.log_index)
+      .where((eb) => eb.and({ chain_id: chainId, tx_hash: txHash, log_index: arrival.log_index }))
       .execute();
     deps.logger.warn(
       { transfer: arrivalKey, settles: owedKey, refundId: receivable.refund_id, payer: receivable.payer },

@@ -2,34 +2,23 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { LedgerTrx } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
-import { perInclusion } from '../payments/transfer-booking';
-
-type SuspenseTransfer = Row<
-  'transfers',
-  | 'chain_id'
-  | 'tx_hash'
-  | 'log_index'
-  | 'amount_micro'
-  | 'from_address'
-  | 'status'
-  | 'claimed_by_transaction_id'
-  | 'refund_id'
-  | 'inclusion'
->;
+import {
+  bookedTransferDiffers,
+  lockTransfer,
+  perInclusion,
+  type TransferRow,
+} from '../payments/transfer-booking';
 
 /** Why a refund request for an unmatched transfer was refused (conflict detail `reason`). */
 type UnmatchedRefundRefusal =
   | 'transfer_claimed_by_payment'
-  | 'transfer_reorged'
-  | 'amount_differs'
-  | 'payer_differs';
+  | NonNullable<ReturnType<typeof bookedTransferDiffers>>;
 
 /**
  * An operator sent an unmatched transfer back (checkout's `transfer.refund_requested`): D suspense / C
@@ -45,7 +34,7 @@ export async function onTransferRefundRequested(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const key = transferKey(d.chainId, txHash, d.logIndex);
-  const transfer = await lockTransfer(trx, d, txHash);
+  const transfer = await lockTransfer(trx, d.chainId, txHash, d.logIndex);
   if (!transfer) throw new TransferNotBookedError(key);
   if (transfer.refund_id) {
     deps.logger.info(
@@ -64,34 +53,14 @@ export async function onTransferRefundRequested(
 
 type RefundRequest = EventData<'transfer.refund_requested'>;
 
-/** The booked transfer the request names, locked (for update) for the rest of the transaction. */
-async function lockTransfer(
-  trx: LedgerTrx,
-  d: RefundRequest,
-  txHash: string,
-): Promise<SuspenseTransfer | undefined> {
-  const result =
-    await sql<SuspenseTransfer>`select chain_id, tx_hash, log_index, amount_micro, from_address, status,
-        claimed_by_transaction_id, refund_id, inclusion
-      from transfers where chain_id = ${d.chainId} and tx_hash = ${txHash} and log_index = ${d.logIndex}
-      for update`.execute(trx);
-  return result.rows[0];
-}
-
 /** Why the request is refused (checked in this order), or null when the transfer may be refunded. */
 export function refusalOf(
   d: Pick<RefundRequest, 'amount' | 'from'>,
-  transfer: Pick<SuspenseTransfer, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
+  transfer: Pick<TransferRow, 'claimed_by_transaction_id' | 'status' | 'amount_micro' | 'from_address'>,
 ): UnmatchedRefundRefusal | null {
   return transfer.claimed_by_transaction_id
     ? 'transfer_claimed_by_payment'
-    : transfer.status === 'reorged'
-      ? 'transfer_reorged'
-      : parseChainUsdc(d.amount) !== transfer.amount_micro
-        ? 'amount_differs'
-        : d.from.toLowerCase() !== transfer.from_address.toLowerCase()
-          ? 'payer_differs'
-          : null;
+    : bookedTransferDiffers(d, transfer);
 }
 
 /** The refused request, as a `refund_refused` conflict for the operator (books nothing). */
@@ -99,7 +68,7 @@ async function recordRefusal(
   trx: LedgerTrx,
   deps: LedgerDeps,
   event: TypedEnvelope<'transfer.refund_requested'>,
-  transfer: SuspenseTransfer,
+  transfer: TransferRow,
   txHash: string,
   refusal: UnmatchedRefundRefusal,
 ): Promise<void> {
@@ -133,7 +102,7 @@ async function bookUnmatchedRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,
   d: RefundRequest,
-  transfer: SuspenseTransfer,
+  transfer: TransferRow,
   txHash: string,
   key: string,
 ): Promise<void> {
@@ -172,9 +141,7 @@ async function bookUnmatchedRefund(
   await trx
     .updateTable('transfers')
     .set({ refund_id: refundId })
-    .where('chain_id', '=', d.chainId)
-    .where('tx_hash', '=', txHash)
-    .where('log_index', '=', d.logIndex)
+    .where((eb) => eb.and({ chain_id: d.chainId, tx_hash: txHash, log_index: d.logIndex }))
     .execute();
   await enqueueEvent(
     trx,
