@@ -1,6 +1,6 @@
 import { REFUND_REQUEST_MAX_VALIDITY_MS } from '@paygate/protocol';
+import { usdcField } from '../src/http/schemas';
 import { checkRefundRequestSigning } from '../src/refunds/request-records';
-import { parseAmount } from '../src/refunds/route-parts';
 import { refundTargetOf } from '../src/refunds/targets';
 import { refusalOf } from '../src/refunds/unmatched';
 
@@ -67,11 +67,11 @@ describe('the signed chain and validity of a buyer refund request', () => {
 
 describe('a refund amount', () => {
   it('is a USDC decimal string with at most 6 decimals, or absent (the whole remaining amount)', () => {
-    expect(parseAmount(undefined)).toBeUndefined();
-    expect(parseAmount('0.05')).toBe(50_000n);
-    expect(parseAmount('10.004217')).toBe(10_004_217n);
+    expect(usdcField('amount', undefined)).toBeUndefined();
+    expect(usdcField('amount', '0.05')).toBe(50_000n);
+    expect(usdcField('amount', '10.004217')).toBe(10_004_217n);
     for (const bad of ['1.0000001', '-1', '1e3', 'abc', ''])
-      expect(() => parseAmount(bad)).toThrow(badRequest('amount'));
+      expect(() => usdcField('amount', bad)).toThrow(badRequest('amount'));
   });
 });
 

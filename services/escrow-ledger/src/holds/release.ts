@@ -43,6 +43,7 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
               and tr.chain_confirmed_at is null))
         order by hold_until limit ${limit} for update skip locked`.execute(trx);
     if (due.rows.length === 0) return 0;
+    const dueIds = due.rows.map((hold) => hold.id);
     const released = due.rows.map((hold) => ({
       hold,
       sellerMicro: hold.seller_share_micro - hold.refunded_seller_micro,
@@ -51,11 +52,7 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
     await trx
       .updateTable('transactions')
       .set({ escrow_status: 'available', released_at: now })
-      .where(
-        'id',
-        'in',
-        due.rows.map((hold) => hold.id),
-      )
+      .where('id', 'in', dueIds)
       .execute();
     for (const { hold, sellerMicro } of released) {
       await enqueueEvent(

@@ -1,3 +1,5 @@
+import { badRequest } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import { Type } from '@sinclair/typebox';
 
 /** The 401 every seller route documents (SellerAuth's codes). */
@@ -6,6 +8,17 @@ export const SELLER_ERRORS = { '401': 'missing_key | invalid_api_key | unknown_a
 export const OPERATOR_ERRORS = { '401': 'unauthorized: operator token required' };
 
 export { Nullable, StringEnum } from '@paygate/contracts';
+
+/** A decimal USDC amount a request sent as `field`, in micro-USDC (undefined when not sent); malformed: a 400 naming it. */
+export function usdcField(field: string, value: string | undefined): bigint | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseUsdc(value);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
+    throw error;
+  }
+}
 
 export const UsdcAmount = Type.String({
   pattern: '^-?(0|[1-9][0-9]*)(\\.[0-9]{1,6})?$',

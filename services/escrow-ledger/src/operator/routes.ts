@@ -1,8 +1,8 @@
-import { type AnyRoute, badRequest, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
-import { formatUsdc, MoneyFormatError, parseUsdc } from '@paygate/money';
+import { type AnyRoute, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
+import { formatUsdc } from '@paygate/money';
 import type { LedgerDatabase } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { OPERATOR_ERRORS } from '../http/schemas';
+import { OPERATOR_ERRORS, usdcField } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
 import { LedgerReason } from '../reasons';
 import { reconcileWithSettlement, recordReconciliation } from '../reconciliation/reconcile';
@@ -25,6 +25,13 @@ import {
 } from './schemas';
 
 const iso = (value: Date) => new Date(value).toISOString();
+
+/** The on-chain transfer a row names, as every operator list shows it. */
+const transferOf = (r: { chain_id: number; tx_hash: string | null; log_index: number | null }) => ({
+  chainId: r.chain_id,
+  txHash: r.tx_hash,
+  logIndex: r.log_index,
+});
 
 /** The operator's routes (operator token): conflicts, suspense, refunds of unmatched transfers, reconciliation. */
 export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[] {
@@ -50,9 +57,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
             conflictId: String(r.id),
             kind: r.kind,
             status: r.status,
-            chainId: r.chain_id,
-            txHash: r.tx_hash,
-            logIndex: r.log_index,
+            ...transferOf(r),
             paymentId: r.payment_id,
             source: r.source,
             sellerId: r.seller_id,
@@ -109,9 +114,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
         res.json({
           balance: formatUsdc(balanceMicro),
           data: transfers.map((r) => ({
-            chainId: r.chain_id,
-            txHash: r.tx_hash,
-            logIndex: r.log_index,
+            ...transferOf(r),
             from: r.from_address,
             amount: formatUsdc(r.amount_micro),
             observedAt: iso(r.observed_at),
@@ -146,9 +149,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
             refundId: r.id,
             kind: r.kind,
             status: r.status,
-            chainId: r.chain_id,
-            txHash: r.tx_hash,
-            logIndex: r.log_index,
+            ...transferOf(r),
             payer: r.payer,
             amount: formatUsdc(r.amount_micro),
             reason: r.reason,
@@ -200,9 +201,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
         res.json({
           owed: formatUsdc(BigInt(owed?.owed ?? 0n)),
           data: rows.map((r) => ({
-            chainId: r.chain_id,
-            txHash: r.tx_hash,
-            logIndex: r.log_index,
+            ...transferOf(r),
             inclusion: r.inclusion,
             status: r.status,
             payer: r.payer,
@@ -234,20 +233,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
       handler: async (_req, res) => {
         const rows = await db
           .selectFrom('transactions')
-          .select([
-            'id',
-            'seller_id',
-            'payment_id',
-            'chain_id',
-            'tx_hash',
-            'log_index',
-            'amount_micro',
-            'seller_share_micro',
-            'reversal_reason',
-            'settlement_id',
-            'released_at',
-            'reversed_at',
-          ])
+          .selectAll()
           .where('escrow_status', '=', 'reversed')
           .where('released_at', 'is not', null)
           .orderBy('reversed_at', 'desc')
@@ -259,9 +245,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
             transactionId: r.id,
             sellerId: r.seller_id,
             paymentId: r.payment_id,
-            chainId: r.chain_id,
-            txHash: r.tx_hash,
-            logIndex: r.log_index,
+            ...transferOf(r),
             amount: formatUsdc(r.amount_micro),
             sellerShare: formatUsdc(r.seller_share_micro),
             reversalReason: r.reversal_reason,
@@ -336,7 +320,7 @@ export function operatorRoutes(ctx: LedgerContext, deps: LedgerDeps): AnyRoute[]
       errors: { '400': 'invalid_request (creditLimit)', ...OPERATOR_ERRORS },
       handler: async (req, res) => {
         const { sellerId } = req.params;
-        const limitMicro = creditLimitMicro(req.body.creditLimit);
+        const limitMicro = usdcField('creditLimit', req.body.creditLimit)!;
         const now = deps.now();
         await db
           .insertInto('seller_credit_limits')
@@ -376,15 +360,5 @@ async function reconcileWithChain(ctx: LedgerContext, deps: LedgerDeps) {
       LedgerReason.ChainUnavailable,
       'the escrow wallet balance could not be read from the chain (or settlement did not list the deposit addresses)',
     );
-  }
-}
-
-/** The credit limit asked for, in micro-USDC; a malformed amount is a 400 naming creditLimit. */
-function creditLimitMicro(text: string): bigint {
-  try {
-    return parseUsdc(text);
-  } catch (error) {
-    if (error instanceof MoneyFormatError) throw badRequest('creditLimit', error.rule);
-    throw error;
   }
 }

@@ -41,7 +41,6 @@ export async function onSettlementDue(
   const now = deps.now();
   const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
   const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
-  const reason = ok ? null : refusal;
   const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
   if (ok && !payoutAddress) {
     // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
@@ -60,30 +59,7 @@ export async function onSettlementDue(
     await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${due.settlementId}
         where id = any(${paidOut}::text[])`.execute(trx);
   }
-  await trx
-    .insertInto('payout_reservations')
-    .values({
-      settlement_id: due.settlementId,
-      seller_id: due.sellerId,
-      ok,
-      amount_micro: ok ? available : 0n,
-      available_micro: available,
-      reason,
-      status: ok ? 'reserved' : 'refused',
-      payout_address: payoutAddress,
-      created_at: now,
-    })
-    .onConflict((oc) =>
-      oc.column('settlement_id').doUpdateSet((eb) => ({
-        ok: eb.ref('excluded.ok'),
-        amount_micro: eb.ref('excluded.amount_micro'),
-        available_micro: eb.ref('excluded.available_micro'),
-        reason: eb.ref('excluded.reason'),
-        status: eb.ref('excluded.status'),
-        payout_address: eb.ref('excluded.payout_address'),
-      })),
-    )
-    .execute();
+  await recordReservation(trx, due, { ok, available, reason: ok ? null : refusal, payoutAddress, now });
   if (!ok || !payoutAddress) {
     await enqueueEvent(
       trx,
@@ -98,6 +74,48 @@ export async function onSettlementDue(
     );
     return;
   }
+  await enqueuePayoutReserved(trx, due, { available, payoutAddress, paidOut, now });
+}
+
+/** The settlement's decision, once per settlementId: a refusal is replaced by the next due's decision. */
+async function recordReservation(
+  trx: LedgerTrx,
+  due: EventData<'settlement.due'>,
+  r: { ok: boolean; available: bigint; reason: string | null; payoutAddress: string | null; now: Date },
+): Promise<void> {
+  await trx
+    .insertInto('payout_reservations')
+    .values({
+      settlement_id: due.settlementId,
+      seller_id: due.sellerId,
+      ok: r.ok,
+      amount_micro: r.ok ? r.available : 0n,
+      available_micro: r.available,
+      reason: r.reason,
+      status: r.ok ? 'reserved' : 'refused',
+      payout_address: r.payoutAddress,
+      created_at: r.now,
+    })
+    .onConflict((oc) =>
+      oc.column('settlement_id').doUpdateSet((eb) => ({
+        ok: eb.ref('excluded.ok'),
+        amount_micro: eb.ref('excluded.amount_micro'),
+        available_micro: eb.ref('excluded.available_micro'),
+        reason: eb.ref('excluded.reason'),
+        status: eb.ref('excluded.status'),
+        payout_address: eb.ref('excluded.payout_address'),
+      })),
+    )
+    .execute();
+}
+
+/** `payout.reserved`: what settlement sends, traced with the paid calls it pays. */
+async function enqueuePayoutReserved(
+  trx: LedgerTrx,
+  due: EventData<'settlement.due'>,
+  reserved: { available: bigint; payoutAddress: string; paidOut: string[]; now: Date },
+): Promise<void> {
+  const { available, payoutAddress, paidOut, now } = reserved;
   const paid = await paidPaymentTraces(trx, paidOut);
   // The payout's own trace continues the paid call's when it pays exactly one payment; otherwise the due one's,
   // and the paid calls' contexts are named on the span.

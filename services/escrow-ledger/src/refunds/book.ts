@@ -1,6 +1,6 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { HttpError, notFound } from '@paygate/http';
+import { badRequest, HttpError, notFound } from '@paygate/http';
 import { formatUsdc, parseChainUsdc, splitFee } from '@paygate/money';
 import { type Selectable, sql } from 'kysely';
 import type { AccountKind, LedgerDatabase, LedgerTrx, Row } from '../db';
@@ -63,11 +63,7 @@ export function assertRefundable(txn: TransactionForRefund, amountMicro: bigint)
     );
   }
   const remaining = txn.amount_micro - txn.refunded_micro;
-  if (amountMicro <= 0n)
-    throw new HttpError(400, LedgerReason.InvalidRequest, 'amount must be greater than 0', {
-      field: 'amount',
-      rule: 'must be greater than 0',
-    });
+  if (amountMicro <= 0n) throw badRequest('amount', 'must be greater than 0');
   if (amountMicro > remaining) {
     throw new HttpError(
       409,

@@ -3,7 +3,7 @@ import { refundRequestMessage } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
 import { sql } from 'kysely';
-import { RefundRequestIdParam, SELLER_ERRORS } from '../http/schemas';
+import { RefundRequestIdParam, SELLER_ERRORS, usdcField } from '../http/schemas';
 import {
   approveRefundRequest,
   checkRefundRequestSigning,
@@ -16,7 +16,6 @@ import {
 import {
   FEE_RULE,
   idempotencyKey,
-  parseAmount,
   REFUND_RATE_LIMIT_ERROR,
   type RefundRouteContext,
   sellerOf,
@@ -169,7 +168,7 @@ export function refundRequestRoutes(parts: RefundRouteContext, auth: SellerAuth)
       },
       handler: async (req, res) => {
         const body = req.body ?? {};
-        const amountMicro = parseAmount(body.amount);
+        const amountMicro = usdcField('amount', body.amount);
         // Books a refund: a deadlock with a hold release or a payment booking runs it again.
         await sendSellerWrite(
           ctx,

@@ -1,12 +1,10 @@
 import {
-  badRequest,
   type IdempotentAnswer,
   idempotencyKeyParameter,
   rateLimitMiddleware,
   type SharedRateLimiter,
   sendIdempotentAnswer,
 } from '@paygate/http';
-import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Request, RequestHandler, Response } from 'express';
 import type { LedgerTrx } from '../db';
@@ -36,16 +34,6 @@ export function refundRateLimit(limiter: SharedRateLimiter): RequestHandler {
 
 export const REFUND_RATE_LIMIT_ERROR =
   'rate_limited: REFUNDS_PER_MINUTE refunds this minute by this seller, counting every attempt (Retry-After)';
-
-export function parseAmount(value: string | undefined): bigint | undefined {
-  if (value === undefined) return undefined;
-  try {
-    return parseUsdc(value);
-  } catch (error) {
-    if (error instanceof MoneyFormatError) throw badRequest('amount', error.rule);
-    throw error;
-  }
-}
 
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 

@@ -4,14 +4,13 @@ import { formatUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { sql } from 'kysely';
 import type { LedgerContext, LedgerDeps } from '../deps';
-import { RefundIdParam, SELLER_ERRORS } from '../http/schemas';
+import { RefundIdParam, SELLER_ERRORS, usdcField } from '../http/schemas';
 import { paymentOutcome } from '../unserved/outcome';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import { refundRequestRoutes } from './requests';
 import {
   FEE_RULE,
   idempotencyKey,
-  parseAmount,
   REFUND_RATE_LIMIT_ERROR,
   type RefundRouteContext,
   refundRateLimit,
@@ -61,7 +60,7 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
       },
       handler: async (req, res) => {
         const body = req.body;
-        const amountMicro = parseAmount(body.amount)!;
+        const amountMicro = usdcField('amount', body.amount)!;
         await sendSellerWrite(
           ctx,
           req,

@@ -234,6 +234,7 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
     if (members.rows.length === 0) continue;
     const amountMicro = members.rows.reduce((sum, m) => sum + BigInt(m.amount_micro), 0n);
     const batchId = newRefundId();
+    const memberIds = members.rows.map((m) => m.payment_id);
     await trx
       .insertInto('refunds')
       .values({
@@ -255,11 +256,7 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
     await trx
       .updateTable('unserved_calls')
       .set({ batch_id: batchId })
-      .where(
-        'payment_id',
-        'in',
-        members.rows.map((m) => m.payment_id),
-      )
+      .where('payment_id', 'in', memberIds)
       .execute();
     await enqueueEvent(
       trx,

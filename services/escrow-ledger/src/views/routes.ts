@@ -1,4 +1,4 @@
-import { type AnyRoute, defineRoute, HttpError, notFound } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, notFound } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
@@ -6,7 +6,6 @@ import { type Selectable, sql } from 'kysely';
 import type { AccountKind, LedgerDatabase, LedgerDb, Row } from '../db';
 import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
-import { LedgerReason } from '../reasons';
 import { refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
@@ -73,10 +72,8 @@ const HISTORY_EVENTS: Record<string, string> = {
 function queryTime(text: string, field: string): Date {
   const time = new Date(text.length === 10 ? `${text}T00:00:00Z` : text);
   if (Number.isNaN(time.getTime()) || time.toISOString().slice(0, 10) !== text.slice(0, 10)) {
-    throw new HttpError(400, LedgerReason.InvalidRequest, `${field} is not a real date`, {
-      field,
-      rule: 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)',
-    });
+    const rule = 'must be an ISO date (2026-11-22) or UTC date-time (2026-11-22T10:00:00Z)';
+    throw badRequest(field, rule, `${field} is not a real date`);
   }
   return time;
 }
