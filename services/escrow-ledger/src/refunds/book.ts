@@ -138,17 +138,12 @@ export function splitRefund(txn: TransactionForRefund, amountMicro: bigint): Ref
 
 /** While held the parts come out of the holds; after release out of seller available and platform revenue. */
 export function refundEntryLines(sellerId: string, split: RefundSplit) {
-  return split.phase === 'in_escrow'
-    ? [
-        debit('seller_held', split.sellerPart, sellerId),
-        debit('platform_held', split.platformPart),
-        credit('refund_pending', split.amountMicro),
-      ]
-    : [
-        debit('seller_available', split.sellerPart, sellerId),
-        debit('platform_revenue', split.platformPart),
-        credit('refund_pending', split.amountMicro),
-      ];
+  const held = split.phase === 'in_escrow';
+  return [
+    debit(held ? 'seller_held' : 'seller_available', split.sellerPart, sellerId),
+    debit(held ? 'platform_held' : 'platform_revenue', split.platformPart),
+    credit('refund_pending', split.amountMicro),
+  ];
 }
 
 /** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */

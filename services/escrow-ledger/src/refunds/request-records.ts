@@ -150,9 +150,7 @@ async function pendingRequestFor(
   if (pendingRequest) {
     // The same signed request again (a retry whose answer was lost; a wallet signs the same message
     // the same way): the request it made, nothing raised twice.
-    if (pendingRequest.signature === signature) {
-      return pendingRequest;
-    }
+    if (pendingRequest.signature === signature) return pendingRequest;
     // Another request while one is pending: name it, so the payer can follow it on the status route.
     throw new HttpError(
       409,

@@ -68,7 +68,13 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
           async (trx, sellerId) => {
             const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
             const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
-            return { status: 201, body: { ...refundView(refund), remainingRefundable: remaining(txn) } };
+            return {
+              status: 201,
+              body: {
+                ...refundView(refund),
+                remainingRefundable: formatUsdc(txn.amount_micro - txn.refunded_micro),
+              },
+            };
           },
           { retryConflicts: true },
         );
@@ -140,8 +146,4 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
     }),
     ...refundRequestRoutes(parts, auth),
   ];
-}
-
-function remaining(txn: { amount_micro: bigint; refunded_micro: bigint }): string {
-  return formatUsdc(txn.amount_micro - txn.refunded_micro);
 }

@@ -65,33 +65,24 @@ export async function findRequestedTransaction(
   target: RefundTarget,
 ): Promise<RequestedTransaction> {
   const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
-  let rows: RequestedTransaction[];
-  if ('transactionId' in target) {
-    rows = (
-      await sql<RequestedTransaction>`select ${columns} from transactions where id = ${target.transactionId}`.execute(
-        db,
-      )
-    ).rows;
-    if (!rows[0]) throw notBooked('transactionId');
-  } else if ('sessionId' in target) {
-    rows = (
-      await sql<RequestedTransaction>`select ${columns} from transactions where session_id = ${target.sessionId}
-          ${standingFirst}`.execute(db)
-    ).rows;
-    if (!rows[0]) throw notBooked('sessionId');
-  } else {
-    rows = (
-      await sql<RequestedTransaction>`select ${columns} from transactions
-          where chain_id = ${deps.config.chainId} and tx_hash = ${target.txHash}
-            and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})
-          ${standingFirst}`.execute(db)
-    ).rows;
-    if (!rows[0]) throw notBooked('txHash');
-    if (new Set(rows.map((r) => r.log_index)).size > 1) {
-      throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
-    }
+  const [named, where] =
+    'transactionId' in target
+      ? (['transactionId', sql`id = ${target.transactionId}`] as const)
+      : 'sessionId' in target
+        ? (['sessionId', sql`session_id = ${target.sessionId} ${standingFirst}`] as const)
+        : ([
+            'txHash',
+            sql`chain_id = ${deps.config.chainId} and tx_hash = ${target.txHash}
+              and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})
+              ${standingFirst}`,
+          ] as const);
+  const { rows } =
+    await sql<RequestedTransaction>`select ${columns} from transactions where ${where}`.execute(db);
+  if (!rows[0]) throw notBooked(named);
+  if (named === 'txHash' && new Set(rows.map((r) => r.log_index)).size > 1) {
+    throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
   }
-  return rows[0]!;
+  return rows[0];
 }
 
 /** findRequestedTransaction, then the row locked for the request's checks and insert. */

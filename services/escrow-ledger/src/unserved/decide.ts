@@ -132,6 +132,22 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
   return { kind: 'refund', txn, amountMicro };
 }
 
+/** How the seller failed the call, by its latest failed attempt. */
+function latestFailure(trx: LedgerTrx, paymentId: string) {
+  return (
+    trx
+      .selectFrom('payment_call_attempts')
+      .select(['upstream_outcome', 'upstream_status'])
+      .where('payment_id', '=', paymentId)
+      .where('outcome', '=', 'failed')
+      // A failed attempt always names its upstream outcome (the table's check).
+      .$narrowType<{ upstream_outcome: NotNull }>()
+      .orderBy('attempt', 'desc')
+      .limit(1)
+      .executeTakeFirstOrThrow()
+  );
+}
+
 /**
  * The refund of all that remains, within what the seller still has with Paygate (bookRefund's check); a seller
  * without the money: the call stays closed and is tried each pass (`awaiting_seller_funds`), never paid by others.
@@ -144,16 +160,7 @@ async function bookUnservedRefund(
   now: Date,
 ): Promise<string | undefined> {
   const { txn, amountMicro } = decision;
-  const failure = await trx
-    .selectFrom('payment_call_attempts')
-    .select(['upstream_outcome', 'upstream_status'])
-    .where('payment_id', '=', row.payment_id)
-    .where('outcome', '=', 'failed')
-    // A failed attempt always names its upstream outcome (the table's check).
-    .$narrowType<{ upstream_outcome: NotNull }>()
-    .orderBy('attempt', 'desc')
-    .limit(1)
-    .executeTakeFirstOrThrow();
+  const failure = await latestFailure(trx, row.payment_id);
   await sql`savepoint unserved_refund`.execute(trx);
   let refundId: string;
   try {

@@ -140,6 +140,19 @@ async function transactionHistory(db: LedgerDb, row: TransactionRow) {
   return history;
 }
 
+/** One transaction with its history, its refunds and its call's outcome. */
+async function transactionDetail(db: LedgerDb, row: TransactionRow, now: () => Date) {
+  const history = await transactionHistory(db, row);
+  const refunds = await db
+    .selectFrom('refunds')
+    .selectAll()
+    .where('transaction_id', '=', row.id)
+    .orderBy('created_at')
+    .execute();
+  const calls = await callOutcomesOf(db, [row.payment_id], now());
+  return { ...transactionView(row, calls.get(row.payment_id)), history, refunds: refunds.map(refundView) };
+}
+
 /** The seller's balances: held, available, settling, settled, and owed (an available balance below zero). */
 async function sellerBalances(db: LedgerDb, sellerId: string) {
   // One statement, so one snapshot: read one by one, a hold released between the reads showed the money both held
@@ -211,19 +224,7 @@ export function viewRoutes(ctx: LedgerContext, auth: SellerAuth, now: () => Date
           .where('seller_id', '=', req.seller!.sellerId)
           .executeTakeFirst();
         if (!row) throw notFound('transaction');
-        const history = await transactionHistory(ctx.db, row);
-        const refunds = await ctx.db
-          .selectFrom('refunds')
-          .selectAll()
-          .where('transaction_id', '=', row.id)
-          .orderBy('created_at')
-          .execute();
-        const calls = await callOutcomesOf(ctx.db, [row.payment_id], now());
-        res.json({
-          ...transactionView(row, calls.get(row.payment_id)),
-          history,
-          refunds: refunds.map(refundView),
-        });
+        res.json(await transactionDetail(ctx.db, row, now));
       },
     }),
     defineRoute({
