@@ -25,9 +25,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     OPERATOR_TOKEN: operatorTokenSpec(common.production),
     RELEASE_INTERVAL_MS: int({ default: 5_000, min: 1 }),
     RELEASE_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
-    // A hold past its period whose transfer is confirmed is released within this, else the gauge
-    // ledger_holds_due_oldest_seconds{waiting="release"} and an error log. Empty: three release intervals (15 s at
-    // the default), room for a pass that runs long on a loaded machine.
+    // A due hold of a confirmed transfer is released within this, else an alert; empty: three release intervals.
     RELEASE_BOUND_MS: str({ default: '' }),
     // Claims per claim statement at most, and statements in flight per replica.
     PAYMENT_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
@@ -49,8 +47,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     // (tests without a chain; the check still reverses), refused in production, where it would pay out money the
     // chain may not hold.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
-    // How often each replica reconciles by itself, for the gauges the alerts read; 0: only when an operator asks.
-    // Each pass sums every account's postings, so not much more often.
+    // How often each replica reconciles for the alerts' gauges (a pass sums every posting); 0: only when asked.
     RECONCILE_INTERVAL_MS: int({ default: 300_000, min: 0 }),
     // The checkout deposit wallet: escrow_asset is the USDC of both wallets, so reconciliation adds its balance.
     CHECKOUT_ESCROW_ADDRESS: optionalAddress(),

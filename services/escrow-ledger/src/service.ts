@@ -11,7 +11,7 @@ import { type RunningService, readRepeatableSql, type ServiceContext, startServi
 import { SellerAuth } from '@paygate/seller-auth';
 import { migrations } from '../migrations';
 import { ChainConfirmationCheck } from './chain/confirmation';
-import { ClaimResponder } from './claims/claims';
+import { ClaimBatcher } from './claims/claims';
 import type { EscrowLedgerConfig } from './config';
 import type { LedgerDatabase } from './db';
 import type { LedgerDeps } from './deps';
@@ -108,7 +108,7 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
         openApi: { path: OPENAPI_PATH, document: ledgerDocument },
         consumers: ledgerConsumers(deps),
         tasks: [
-          new ClaimResponder(ctx, deps),
+          new ClaimBatcher(ctx, deps),
           scheduler,
           chainCheck,
           unservedRefundSweep(ctx, deps),
@@ -154,8 +154,7 @@ function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
     consumer('ledger-transfer-refund-requested', 'transfer.refund_requested', (trx, e) =>
       onTransferRefundRequested(trx, e, d),
     ),
-    // What leaves escrow is decided here: due payouts and platform payout requests reserved (or refused) with
-    // `payout.reserved` / `payout.refused` in the outbox; settlement's outcomes book them out or give them back.
+    // What leaves escrow is decided here (payout.reserved / payout.refused); settlement's outcomes book it out or back.
     consumer('ledger-seller-payout-addresses', 'seller.updated', onSellerUpdated),
     consumer('ledger-settlement-due', 'settlement.due', (trx, e) => onSettlementDue(trx, e, d), 4),
     consumer('ledger-platform-payout-requested', 'revenue.payout_requested', (trx, e) =>

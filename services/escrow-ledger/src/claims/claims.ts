@@ -55,15 +55,24 @@ interface QueuedClaim {
  * arrive together (one turn of the event loop, or while PAYMENT_CONCURRENCY statements run) are one statement, each
  * deciding as it would alone: two claims of one transfer never share one, and a failed statement is run again claim
  * by claim. An operator refund reads the books (refused if reorged away or another payer/amount) and may take over
- * an underpaid session's claim, so it runs alone, in a transaction.
+ * an underpaid session's claim, so it runs alone, in a transaction. Served to the ledger's replicas as a queue
+ * group; the outcomes are counted.
  */
-export class ClaimBatcher {
+export class ClaimBatcher implements BackgroundTask {
   private readonly batcher: WriteBatcher<QueuedClaim>;
+  private served: { stop(): Promise<void> } | undefined;
+  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
 
   constructor(
     private readonly ctx: LedgerContext,
     private readonly deps: LedgerDeps,
   ) {
+    this.outcomes = new Counter({
+      name: 'ledger_transfer_claims_total',
+      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
+      labelNames: ['claimed_via', 'outcome'] as const,
+      registers: [ctx.metrics.registry],
+    });
     this.batcher = new WriteBatcher<QueuedClaim>({
       // PAYMENT_CONCURRENCY transactions in flight per replica, PAYMENT_BATCH_SIZE claims in one at most.
       maxWrites: deps.config.paymentConcurrency,
@@ -78,7 +87,25 @@ export class ClaimBatcher {
   /** The transfers of the transactions in flight on this replica. */
   private readonly writing = new Set<string>();
 
-  claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
+  async start(): Promise<void> {
+    this.served = await serveRpc(
+      this.ctx.bus,
+      'ledger.claim_transfer',
+      async (request) => {
+        const reply = await this.claim(request);
+        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
+        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
+        return reply;
+      },
+      this.ctx.logger,
+    );
+  }
+
+  async stop(): Promise<void> {
+    await this.served?.stop();
+  }
+
+  private claim(request: RpcRequest<'ledger.claim_transfer'>): Promise<ClaimReply> {
     if (request.claimedVia === 'operator_refund') return claimOperatorRefund(this.ctx, this.deps, request);
     const key = claimKeyOf(request);
     return new Promise<ClaimReply>((resolve, reject) => this.batcher.add({ request, key, resolve, reject }));
@@ -236,42 +263,4 @@ async function decideClaim(
     message: `transfer ${key} already paid for ${CLAIMED_VIA_PURPOSE[held.claimed_via]}`,
     claimedBy: { claimedVia: held.claimed_via, claimedAt },
   };
-}
-
-/** Answers `ledger.claim_transfer` (queue group of the ledger's replicas) and counts the outcomes. */
-export class ClaimResponder implements BackgroundTask {
-  private served: { stop(): Promise<void> } | undefined;
-  private readonly outcomes: Counter<'claimed_via' | 'outcome'>;
-  private readonly batcher: ClaimBatcher;
-
-  constructor(
-    private readonly ctx: LedgerContext,
-    deps: LedgerDeps,
-  ) {
-    this.batcher = new ClaimBatcher(ctx, deps);
-    this.outcomes = new Counter({
-      name: 'ledger_transfer_claims_total',
-      help: 'Claims on transfers by payment path (claimed_via) and outcome (claimed, repeated, or the refusal reason)',
-      labelNames: ['claimed_via', 'outcome'] as const,
-      registers: [ctx.metrics.registry],
-    });
-  }
-
-  async start(): Promise<void> {
-    this.served = await serveRpc(
-      this.ctx.bus,
-      'ledger.claim_transfer',
-      async (request) => {
-        const reply = await this.batcher.claim(request);
-        const outcome = reply.ok ? (reply.fresh ? 'claimed' : 'repeated') : reply.reason;
-        this.outcomes.inc({ claimed_via: request.claimedVia, outcome });
-        return reply;
-      },
-      this.ctx.logger,
-    );
-  }
-
-  async stop(): Promise<void> {
-    await this.served?.stop();
-  }
 }

@@ -115,11 +115,7 @@ async function dueHoldAges(ctx: LedgerContext, deps: LedgerDeps) {
     : { releaseSeconds: Math.max(ageOf('release'), chain), chainSeconds: 0 };
 }
 
-/**
- * Runs releaseDueHolds every RELEASE_INTERVAL_MS (RELEASE_BATCH_SIZE × 20 a pass, the next at once while more
- * remain) and at once when the chain check kicks it; each pass sets ledger_holds_due_oldest_seconds and logs an
- * error when a confirmed hold waited past RELEASE_BOUND_MS.
- */
+/** releaseDueHolds every RELEASE_INTERVAL_MS and when the chain check kicks it, then the due holds' gauge and alert. */
 export class ReleaseScheduler extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
   private static readonly BATCHES_PER_PASS = 20;

@@ -122,10 +122,8 @@ async function confirmBookedTransfer(
 }
 
 /**
- * A transfer a reorg removed was mined again (same key, another block): booked again as a new inclusion, into
- * suspense, unclaimed; its reversed transaction stays reversed. What its claim booked is reinstated, never a second
- * payment: a payment parked while it was reorged away (bookParkedPayment), else a reversed gateway payment
- * (rebookReversedPayments); checkout re-matches its reopened session with a claim of its own.
+ * A transfer a reorg removed, mined again: a new inclusion into suspense, unclaimed. Only what its claim booked is
+ * reinstated, never a second payment: a parked payment, else a reversed gateway payment (checkout re-matches itself).
  */
 async function reincludeTransfer(
   trx: LedgerTrx,

@@ -42,10 +42,7 @@ export async function lockTransfer(
   return result.rows[0];
 }
 
-/**
- * Why a transfer on the books cannot be refunded as requested (reorged away, another amount or payer, checked in
- * that order), or null when the books agree with the request.
- */
+/** Why the booked transfer cannot be refunded as requested (checked in this order), or null when the books agree. */
 export function bookedTransferDiffers(
   requested: { amount: string; from: string },
   booked: Pick<TransferRow, 'status' | 'amount_micro' | 'from_address'>,
@@ -55,10 +52,7 @@ export function bookedTransferDiffers(
   return requested.from.toLowerCase() !== booked.from_address.toLowerCase() ? 'payer_differs' : null;
 }
 
-/**
- * Posts a `transfer_in` entry (D escrow_asset / C suspense) through post_transfer_in (its one definition,
- * transfer_in_entry in sql/ledger.sql, book_payments builds too); null when the key was already used.
- */
+/** Posts a `transfer_in` entry (D escrow_asset / C suspense, sql/ledger.sql's one definition); null when the key was used. */
 export async function postTransferIn(
   trx: LedgerTrx,
   input: { idempotencyKey: string; amountMicro: bigint; memo: Record<string, unknown> },
@@ -72,9 +66,8 @@ export async function postTransferIn(
 }
 
 /**
- * Books money the indexer observed arriving (D escrow_asset / C suspense). The row and the entry are one step, so
- * whichever of transfer.observed and the payment's claim (book_payments) comes first books it, the other finds it
- * booked. False when it was booked before.
+ * Books money the indexer observed arriving, row and entry in one step: whichever of transfer.observed and the
+ * payment's claim comes first books it, the other finds it booked (false).
  */
 export async function bookTransfer(
   trx: LedgerTrx,

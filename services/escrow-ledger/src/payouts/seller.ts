@@ -117,8 +117,7 @@ async function enqueuePayoutReserved(
 ): Promise<void> {
   const { available, payoutAddress, paidOut, now } = reserved;
   const paid = await paidPaymentTraces(trx, paidOut);
-  // The payout's own trace continues the paid call's when it pays exactly one payment; otherwise the due one's,
-  // and the paid calls' contexts are named on the span.
+  // The payout's trace continues the paid call's when it pays exactly one, else the due one's naming the paid calls.
   await withSpan(
     'ledger payout reserved',
     {

@@ -24,11 +24,7 @@ export function escrowWallets(
   return wallets;
 }
 
-/**
- * Session deposit addresses that may hold USDC the ledger booked (a transfer reached them and settlement has not
- * seen them empty since): settlement, which sweeps them, lists them (`settlement.deposit_holdings`); the ledger
- * reads their balances itself. `truncated`: more than the list holds (a difference is reported).
- */
+/** Session deposit addresses that may hold booked USDC, as settlement (which sweeps them) lists them. */
 export type DepositHoldings = () => Promise<{ addresses: string[]; truncated: boolean }>;
 
 /** Deposit addresses read per reconciliation at most (the RPC's bound). */
@@ -71,10 +67,7 @@ async function chainEscrowBalance(
   }
 }
 
-/**
- * The session deposit addresses whose balances count as escrow money, and the differences met listing them. Only
- * asked when the chain balance is to be read here and the ledger booked a transfer to a deposit address.
- */
+/** The deposit addresses whose balances count as escrow money (asked only if any was booked to), and what was missed. */
 async function depositAddressesToRead(
   db: LedgerDb,
   config: EscrowLedgerConfig,
@@ -191,10 +184,7 @@ async function sellerExposure(db: LedgerDb) {
   };
 }
 
-/**
- * Refunds of unmatched transfers a reorg then dropped (refund_receivable, by payer; refunds/receivables.ts): not a
- * difference (escrow_asset is at the chain), but escrow holds that much less than the ledger owes.
- */
+/** What payers owe (refund_receivable): not a difference, escrow_asset is at the chain, but escrow holds that less. */
 async function payersOwed(db: LedgerDb): Promise<bigint> {
   const row = await sql<{ owed: bigint | null }>`select sum(balance_micro)::bigint as owed
       from accounts where kind = 'refund_receivable'`.execute(db);
@@ -217,10 +207,8 @@ function exposureDifferences(
 }
 
 /**
- * Compares the ledger with the chain and with itself: the escrow_asset account against the escrow wallet's
- * USDC balance, the trial balance (debit-normal = credit-normal totals), and every account's running balance
- * against the sum of its postings, and the exposure of the shared escrow to sellers' debts (a seller balance below
- * zero is a difference: other sellers' money pays it). Every difference is listed; none means the books are right.
+ * Every difference between the ledger and the chain (escrow_asset vs the wallets' USDC) and within the ledger (trial
+ * balance, balances vs postings, seller balances below zero: other sellers' money pays them); none: the books are right.
  */
 export async function reconcile(
   db: LedgerDb,
@@ -272,11 +260,7 @@ export function reconcileWithSettlement(ctx: LedgerContext, deps: LedgerDeps): P
   );
 }
 
-/**
- * A report's decimal amount as a gauge value in micro-USDC: a float, exact below 2^53 micro-USDC (9 billion USDC);
- * for alerts and dashboards only, never booked. Bounded only by what the books hold (a transfer above the API's
- * maximum amount is still on them), so reading a report never throws.
- */
+/** A report's amount as a gauge in micro-USDC (a float, exact below 2^53), read without the API's maximum: never throws. */
 function gaugeMicro(amount: string): number {
   return amount.startsWith('-') ? -Number(parseChainUsdc(amount.slice(1))) : Number(parseChainUsdc(amount));
 }

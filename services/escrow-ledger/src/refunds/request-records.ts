@@ -148,8 +148,7 @@ async function pendingRequestFor(
     where transaction_id = ${transactionId} and status = 'pending'`.execute(trx);
   const pendingRequest = pending.rows[0];
   if (pendingRequest) {
-    // The same signed request again (a retry whose answer was lost; a wallet signs the same message
-    // the same way): the request it made, nothing raised twice.
+    // The same signed request again (a retry whose answer was lost): the request it made, nothing raised twice.
     if (pendingRequest.signature === signature) return pendingRequest;
     // Another request while one is pending: name it, so the payer can follow it on the status route.
     throw new HttpError(
@@ -175,8 +174,7 @@ export async function approveRefundRequest(
 ) {
   const request = await lockPendingRequest(trx, requestId, sellerId);
   const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
-  // No amount means all that remains: when nothing does (the seller refunded it directly meanwhile),
-  // say so, as the buyer's create route does, rather than blame an amount the seller did not send.
+  // No amount means all that remains: when nothing does, say so rather than blame an amount the seller did not send.
   if (
     amountMicro === undefined &&
     txn.escrow_status !== 'reversed' &&

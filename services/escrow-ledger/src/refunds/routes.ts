@@ -22,8 +22,7 @@ import { findRequestedTransaction, refundTargetOf } from './targets';
 
 /** The refund routes: a seller's own refunds and the public transaction lookup here, buyers' requests in requests.ts. */
 export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerAuth): AnyRoute[] {
-  // freshMs 0: every hit is counted in Postgres at once, so nothing waits to be flushed (no timer to start or stop);
-  // finished windows are deleted by any limiter of this schema (the buyers' one).
+  // freshMs 0: every hit counted in Postgres at once, no timer to flush; the buyers' limiter deletes finished windows.
   const limiter = new SharedRateLimiter(ctx.db, deps.config.refundsPerMinute, deps.now, { freshMs: 0 });
   const seller = { scheme: 'apiKey', middleware: auth.middleware() };
   const parts: RefundRouteContext = { ctx, deps, seller, refundRateLimit: refundRateLimit(limiter) };
@@ -121,8 +120,7 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
           txHash: query.txHash,
           logIndex: query.logIndex === undefined ? undefined : Number(query.logIndex),
         });
-        // One snapshot for the transaction and its outcome: read apart, a refund committed between the two reads
-        // showed refund_pending beside the amount it refunds as still refundable.
+        // One snapshot: a refund committed between two reads would show refund_pending beside its amount as refundable.
         const { txn, outcome } = await ctx.db
           .transaction()
           .setIsolationLevel('repeatable read')

@@ -2,10 +2,7 @@ import { PollingLoop } from '@paygate/runtime';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { decideUnserved, sendDueRefunds, undecidedCalls } from './decide';
 
-/**
- * Every UNSERVED_SWEEP_INTERVAL_MS: decides again the calls that could not be decided (failure or payment not booked
- * yet, seller short), each in its own transaction, then sends the due refunds of every payer.
- */
+/** Decides again the calls left undecided (each in its own transaction), then sends every payer's due refunds. */
 export function unservedRefundSweep(ctx: LedgerContext, deps: LedgerDeps): PollingLoop {
   const intervalMs = deps.config.unservedSweepIntervalMs;
   return new PollingLoop(

@@ -155,8 +155,7 @@ async function transactionDetail(db: LedgerDb, row: TransactionRow, now: () => D
 
 /** The seller's balances: held, available, settling, settled, and owed (an available balance below zero). */
 async function sellerBalances(db: LedgerDb, sellerId: string) {
-  // One statement, so one snapshot: read one by one, a hold released between the reads showed the money both held
-  // and available (the dashboard's journey test saw $0.2375 twice).
+  // One statement, one snapshot: a hold released between separate reads would show its money both held and available.
   const rows = await sql<{ kind: AccountKind | null; balance_micro: bigint }>`
     select kind, balance_micro from accounts
       where owner = ${sellerId} and kind in ('seller_held', 'seller_available', 'seller_payout_pending')
