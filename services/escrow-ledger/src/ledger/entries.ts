@@ -9,18 +9,11 @@ interface EntryLine {
   amountMicro: bigint;
 }
 
-export const debit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
-  kind,
-  owner,
-  side: 'debit',
-  amountMicro,
-});
-export const credit = (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({
-  kind,
-  owner,
-  side: 'credit',
-  amountMicro,
-});
+const lineOn =
+  (side: EntryLine['side']) =>
+  (kind: AccountKind, amountMicro: bigint, owner = ''): EntryLine => ({ kind, owner, side, amountMicro });
+export const debit = lineOn('debit');
+export const credit = lineOn('credit');
 
 interface EntryInput {
   /** Unique per effect: a repeated key posts nothing (the effect is already on the books). */

@@ -1,6 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
 
+/** The on-chain transfer a listed row names (routes.ts transferOf). */
+const TransferFields = { chainId: Type.Integer(), txHash: TxHash, logIndex: Type.Integer() };
+
 export const ConflictListQuery = Type.Object({
   status: Type.Optional(StringEnum(['open', 'resolved', 'all'], 'open (default), resolved, or all of them')),
 });
@@ -23,9 +26,7 @@ export const Conflict = Type.Object({
     'why the payment was not credited (transfer_refunded: its transfer was sent back as an unmatched transfer), a reorg could not be reversed in full, or (refund_refused) a refund of an unmatched transfer was not booked: detail.reason is transfer_claimed_by_payment, transfer_reorged, amount_differs or payer_differs',
   ),
   status: StringEnum(['open', 'resolved']),
-  chainId: Type.Integer(),
-  txHash: TxHash,
-  logIndex: Type.Integer(),
+  ...TransferFields,
   paymentId: Nullable(Type.String()),
   source: Nullable(Type.String()),
   sellerId: Nullable(Type.String()),
@@ -45,9 +46,7 @@ export const Suspense = Type.Object({
   balance: { ...UsdcAmount, description: 'the suspense account: money received that no payment has claimed' },
   data: Type.Array(
     Type.Object({
-      chainId: Type.Integer(),
-      txHash: TxHash,
-      logIndex: Type.Integer(),
+      ...TransferFields,
       from: Type.String(),
       amount: UsdcAmount,
       observedAt: IsoTime,
@@ -171,9 +170,7 @@ export const RefundReceivableList = Type.Object({
   owed: UsdcAmount,
   data: Type.Array(
     Type.Object({
-      chainId: Type.Integer(),
-      txHash: TxHash,
-      logIndex: Type.Integer(),
+      ...TransferFields,
       inclusion: Type.Integer({
         description: 'which inclusion of the transfer the reorg dropped (0 the first)',
       }),
@@ -204,9 +201,7 @@ export const ReversedAfterReleaseList = Type.Object({
       transactionId: Type.String(),
       sellerId: Type.String(),
       paymentId: Type.String(),
-      chainId: Type.Integer(),
-      txHash: TxHash,
-      logIndex: Type.Integer(),
+      ...TransferFields,
       amount: UsdcAmount,
       sellerShare: {
         ...UsdcAmount,
@@ -229,9 +224,7 @@ export const UnmatchedRefundList = Type.Object({
       refundId: Type.String(),
       kind: Type.Literal('unmatched_transfer'),
       status: StringEnum(['pending', 'completed', 'failed']),
-      chainId: Type.Integer(),
-      txHash: TxHash,
-      logIndex: Type.Integer(),
+      ...TransferFields,
       payer: Type.String({ description: 'the transfer’s sender, who gets the money back' }),
       amount: UsdcAmount,
       reason: Type.String(),

@@ -78,32 +78,23 @@ async function depositAddressesToRead(
     return { deposits: [], differences: [] };
   }
   if (!depositHoldings) {
+    const check = 'session deposit addresses (no way to ask settlement which hold money)';
     return {
       deposits: [],
-      differences: [
-        {
-          check: 'session deposit addresses (no way to ask settlement which hold money)',
-          expected: 'listed',
-          actual: 'unknown',
-          difference: 'unknown',
-        },
-      ],
+      differences: [{ check, expected: 'listed', actual: 'unknown', difference: 'unknown' }],
     };
   }
-  const holdings = await depositHoldings();
-  const deposits = holdings.addresses;
-  if (!holdings.truncated) return { deposits, differences: [] };
-  return {
-    deposits,
-    differences: [
-      {
-        check: `session deposit addresses holding money (more than the ${MAX_DEPOSIT_ADDRESSES} read)`,
-        expected: 'all read',
-        actual: `${deposits.length} read`,
-        difference: 'unknown',
-      },
-    ],
-  };
+  const { addresses: deposits, truncated } = await depositHoldings();
+  if (!truncated) return { deposits, differences: [] };
+  const check = `session deposit addresses holding money (more than the ${MAX_DEPOSIT_ADDRESSES} read)`;
+  const actual = `${deposits.length} read`;
+  return { deposits, differences: [{ check, expected: 'all read', actual, difference: 'unknown' }] };
+}
+
+/** A difference between two amounts: `expected` - `actual`. */
+function amountsDiffer(check: string, expected: bigint, actual: bigint): ReconciliationDifference {
+  const amounts = { expected: formatUsdc(expected), actual: formatUsdc(actual) };
+  return { check, ...amounts, difference: formatUsdc(expected - actual) };
 }
 
 /** Per account kind its balance, the trial balance's totals, and `ledger`: the escrow_asset balance. */
@@ -132,20 +123,12 @@ function totalsDifferences(
 ): ReconciliationDifference[] {
   const differences: ReconciliationDifference[] = [];
   if (onChain !== totals.ledger) {
-    differences.push({
-      check: 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses',
-      expected: formatUsdc(onChain),
-      actual: formatUsdc(totals.ledger),
-      difference: formatUsdc(onChain - totals.ledger),
-    });
+    const check = 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses';
+    differences.push(amountsDiffer(check, onChain, totals.ledger));
   }
   if (totals.debits !== totals.credits) {
-    differences.push({
-      check: 'trial balance (debit-normal vs credit-normal accounts)',
-      expected: formatUsdc(totals.debits),
-      actual: formatUsdc(totals.credits),
-      difference: formatUsdc(totals.debits - totals.credits),
-    });
+    const check = 'trial balance (debit-normal vs credit-normal accounts)';
+    differences.push(amountsDiffer(check, totals.debits, totals.credits));
   }
   return differences;
 }
@@ -157,14 +140,9 @@ async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDiff
     .select(['kind', 'owner', 'balance_micro', 'postings_balance_micro'])
     .execute();
   return drift.map((row) => {
+    const check = `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`;
     // A sum of bigints is a numeric, which pg hands over as a string.
-    const postingsMicro = BigInt(row.postings_balance_micro);
-    return {
-      check: `account ${row.kind}${row.owner ? `:${row.owner}` : ''} balance vs its postings`,
-      expected: formatUsdc(postingsMicro),
-      actual: formatUsdc(row.balance_micro),
-      difference: formatUsdc(postingsMicro - row.balance_micro),
-    };
+    return amountsDiffer(check, BigInt(row.postings_balance_micro), row.balance_micro);
   });
 }
 
