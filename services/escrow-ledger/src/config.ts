@@ -13,11 +13,7 @@ import { positiveUsdcMicro, unservedRefundConfig } from './unserved/config';
 
 export type EscrowLedgerConfig = ReturnType<typeof loadConfig>;
 
-/**
- * Parses the environment once; throws a ConfigError naming every bad variable. The chain settings serve
- * reconciliation (ESCROW_ADDRESS's on-chain USDC against the ledger) and the chain confirmation check of transfers
- * booked from payment.confirmed before CONFIRMATIONS (chain/confirmation.ts).
- */
+/** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const common = commonConfig(env, { serviceName: 'escrow-ledger', schema: 'ledger', port: 8085 });
   const chain = chainConfig(env, { rpcTimeoutMs: 10_000 });

@@ -51,10 +51,9 @@ type ClaimAndBookRow = ClaimOutcomeRow & {
 };
 
 /**
- * Claims each transfer (distinct ones) and books the payments the claims bring in one statement, claim_and_book
- * (sql/ledger.sql), its own transaction: the shared balance rows the booking locks are never held across a round
- * trip to this process. A fresh claim books its payment; a repeat by the same claimant books again only when no
- * payment of the transfer stands any more. One outcome per request, in order.
+ * Claims each (distinct) transfer and books the payments the claims bring in one statement, its own transaction, so
+ * the shared balance rows the booking locks are never held across a round trip. A repeat by the same claimant books
+ * again only when no payment of the transfer stands any more. One outcome per request, in order.
  */
 export async function claimAndBook(
   db: LedgerDb,

@@ -329,17 +329,17 @@ export async function onRefundCompleted(
     lines: [debit('refund_pending', refund.amount_micro), credit('escrow_asset', refund.amount_micro)],
     memo: { refundId: refund.id, refundTxHash: d.refundTxHash },
   });
-  const refundTxHash = d.refundTxHash.toLowerCase();
-  await trx
-    .updateTable('refunds')
-    .set({ status: 'completed', refund_tx_hash: refundTxHash, completed_at: now })
-    .where('id', '=', refund.id)
-    .execute();
+  const completed = {
+    status: 'completed',
+    refund_tx_hash: d.refundTxHash.toLowerCase(),
+    completed_at: now,
+  } as const;
+  await trx.updateTable('refunds').set(completed).where('id', '=', refund.id).execute();
   if (refund.kind === 'unserved_batch') {
     // The refunds the batch carried were booked one by one; the transfer that sent them is theirs too.
     await trx
       .updateTable('refunds')
-      .set({ status: 'completed', refund_tx_hash: refundTxHash, completed_at: now })
+      .set(completed)
       .where('id', 'in', (eb) =>
         eb.selectFrom('unserved_calls').select('refund_id').where('batch_id', '=', refund.id),
       )

@@ -115,10 +115,7 @@ export async function fileRefundRequest(
   return { view: requestView(request), replayed: false };
 }
 
-/**
- * The pending request this very signed request made (a retry), or undefined when none is pending. A signed request
- * decided already is a replay (409), another request pending a 409 naming it.
- */
+/** The pending request this signed request made (a retry), or undefined; a replay or another pending one: 409. */
 async function pendingRequestFor(
   trx: LedgerTrx,
   transactionId: string,
@@ -161,10 +158,7 @@ async function pendingRequestFor(
   return undefined;
 }
 
-/**
- * Merchant approval of a pending request (locked here): books the refund of `amountMicro`, or of all that remains
- * when none is given, and raises refund.approved.
- */
+/** Merchant approval of a pending request: books the refund (all that remains by default), raises refund.approved. */
 export async function approveRefundRequest(
   trx: LedgerTrx,
   deps: LedgerDeps,

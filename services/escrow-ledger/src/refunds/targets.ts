@@ -55,10 +55,7 @@ const notBooked = (what: string) =>
     `no payment on the books for this ${what} (yet: a payment is booked seconds after it is confirmed)`,
   );
 
-/**
- * The ledger transaction a target names, or 404 `transaction_not_found`. A transfer included again after a reorg
- * has a reversed transaction and a new one: the one that stands is chosen.
- */
+/** The ledger transaction a target names (the standing one after a reorg's re-booking), or 404 transaction_not_found. */
 export async function findRequestedTransaction(
   db: LedgerDb | LedgerTrx,
   deps: LedgerDeps,

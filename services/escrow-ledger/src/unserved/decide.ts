@@ -2,8 +2,8 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
-import { type NotNull, sql } from 'kysely';
-import type { Checked, LedgerTrx, Row } from '../db';
+import { type NotNull, sql, type Updateable } from 'kysely';
+import type { Checked, LedgerDatabase, LedgerTrx, Row } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
@@ -48,6 +48,11 @@ export async function onPaymentCallUnserved(
   if (payer) await sendDueRefunds(trx, deps, payer);
 }
 
+/** Sets what was decided (or tried) on one unserved call. */
+function updateCall(trx: LedgerTrx, paymentId: string, set: Updateable<LedgerDatabase['unserved_calls']>) {
+  return trx.updateTable('unserved_calls').set(set).where('payment_id', '=', paymentId).execute();
+}
+
 type Decision =
   | { kind: 'wait' }
   | { kind: 'final'; status: 'served' | 'not_refundable'; decision: UnservedDecision }
@@ -73,19 +78,15 @@ export async function decideUnserved(
   const now = deps.now();
   const decision = await decisionOf(trx, row, now);
   if (decision.kind === 'wait') {
-    await trx
-      .updateTable('unserved_calls')
-      .set({ checked_at: now })
-      .where('payment_id', '=', paymentId)
-      .execute();
+    await updateCall(trx, paymentId, { checked_at: now });
     return undefined;
   }
   if (decision.kind === 'final') {
-    await trx
-      .updateTable('unserved_calls')
-      .set({ status: decision.status, decision: decision.decision, decided_at: now })
-      .where('payment_id', '=', paymentId)
-      .execute();
+    await updateCall(trx, paymentId, {
+      status: decision.status,
+      decision: decision.decision,
+      decided_at: now,
+    });
     if (decision.status === 'not_refundable') {
       deps.logger.warn({ paymentId, decision: decision.decision }, 'unserved call not refunded');
     }
@@ -173,11 +174,10 @@ async function bookUnservedRefund(
   } catch (error) {
     if (!(error instanceof HttpError) || error.status !== 409) throw error;
     await sql`rollback to savepoint unserved_refund`.execute(trx);
-    await trx
-      .updateTable('unserved_calls')
-      .set({ decision: `awaiting_seller_funds: ${error.code}`, checked_at: now })
-      .where('payment_id', '=', row.payment_id)
-      .execute();
+    await updateCall(trx, row.payment_id, {
+      decision: `awaiting_seller_funds: ${error.code}`,
+      checked_at: now,
+    });
     deps.logger.warn(
       { paymentId: row.payment_id, transactionId: txn.id, code: error.code },
       'unserved call: the refund waits for the seller to have the money',
@@ -185,19 +185,15 @@ async function bookUnservedRefund(
     return undefined;
   }
   await sql`release savepoint unserved_refund`.execute(trx);
-  await trx
-    .updateTable('unserved_calls')
-    .set({
-      status: 'refunded',
-      decision: 'refunded',
-      transaction_id: txn.id,
-      refund_id: refundId,
-      payer: txn.payer,
-      amount_micro: amountMicro,
-      decided_at: now,
-    })
-    .where('payment_id', '=', row.payment_id)
-    .execute();
+  await updateCall(trx, row.payment_id, {
+    status: 'refunded',
+    decision: 'refunded',
+    transaction_id: txn.id,
+    refund_id: refundId,
+    payer: txn.payer,
+    amount_micro: amountMicro,
+    decided_at: now,
+  });
   await enqueueEvent(
     trx,
     createEvent('payment.refunded', 'escrow-ledger', {
