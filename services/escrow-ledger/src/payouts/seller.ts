@@ -39,28 +39,9 @@ export async function onSettlementDue(
   if (existing && existing.status !== 'refused') return;
   const { available, paidOut } = await lockPayableBalance(trx, due.sellerId);
   const now = deps.now();
-  const ok = available > 0n && available >= parseUsdc(due.minimumAmount);
-  const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
-  const payoutAddress = ok ? await payoutAddressOf(trx, due.sellerId) : null;
-  if (ok && !payoutAddress) {
-    // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
-    throw new PayoutAddressUnknownError(due.sellerId);
-  }
-  if (ok && payoutAddress) {
-    await postEntry(trx, {
-      idempotencyKey: `payout_reserve:${due.settlementId}`,
-      entryType: 'payout_reserve',
-      lines: [
-        debit('seller_available', available, due.sellerId),
-        credit('seller_payout_pending', available, due.sellerId),
-      ],
-      memo: { settlementId: due.settlementId, payoutAddress },
-    });
-    await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${due.settlementId}
-        where id = any(${paidOut}::text[])`.execute(trx);
-  }
-  await recordReservation(trx, due, { ok, available, reason: ok ? null : refusal, payoutAddress, now });
-  if (!ok || !payoutAddress) {
+  if (!(available > 0n && available >= parseUsdc(due.minimumAmount))) {
+    const refusal = available <= 0n ? PayoutRefusal.NothingAvailable : PayoutRefusal.BelowMinimum;
+    await recordReservation(trx, due, { ok: false, available, reason: refusal, payoutAddress: null, now });
     await enqueueEvent(
       trx,
       createEvent('payout.refused', 'escrow-ledger', {
@@ -74,6 +55,21 @@ export async function onSettlementDue(
     );
     return;
   }
+  const payoutAddress = await payoutAddressOf(trx, due.sellerId);
+  // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
+  if (!payoutAddress) throw new PayoutAddressUnknownError(due.sellerId);
+  await postEntry(trx, {
+    idempotencyKey: `payout_reserve:${due.settlementId}`,
+    entryType: 'payout_reserve',
+    lines: [
+      debit('seller_available', available, due.sellerId),
+      credit('seller_payout_pending', available, due.sellerId),
+    ],
+    memo: { settlementId: due.settlementId, payoutAddress },
+  });
+  await sql`update transactions set escrow_status = 'payout_pending', settlement_id = ${due.settlementId}
+      where id = any(${paidOut}::text[])`.execute(trx);
+  await recordReservation(trx, due, { ok: true, available, reason: null, payoutAddress, now });
   await enqueuePayoutReserved(trx, due, { available, payoutAddress, paidOut, now });
 }
 
