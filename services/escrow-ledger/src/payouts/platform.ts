@@ -46,7 +46,7 @@ export async function onPlatformPayoutRequested(
         kind: 'platform',
         sellerId: null,
         reason: PayoutRefusal.NothingAvailable,
-        available: revenue < 0n ? `-${formatUsdc(-revenue)}` : '0',
+        available: formatUsdc(revenue),
         refusedAt: now.toISOString(),
       }),
     );

@@ -16,9 +16,6 @@ type ReservationRow = Omit<LedgerDatabase['payout_reservations'], 'tx_hash' | 'c
 const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
   sql`select pg_advisory_xact_lock(hashtextextended(${`payout:${settlementId}`}, 0))`.execute(trx);
 
-/** A signed decimal for the wire: the available balance may be negative (refunds after a payout). */
-const formatSigned = (micro: bigint) => (micro < 0n ? `-${formatUsdc(-micro)}` : formatUsdc(micro));
-
 /**
  * `settlement.due`: reserves the seller's payable balance (> 0 and >= the minimum) to the ledger's own payout
  * address, `payout.reserved`; else `payout.refused`. Per settlementId a reservation stands; a refusal reserved
@@ -49,7 +46,7 @@ export async function onSettlementDue(
         kind: 'seller',
         sellerId: due.sellerId,
         reason: refusal,
-        available: formatSigned(available),
+        available: formatUsdc(available),
         refusedAt: now.toISOString(),
       }),
     );
