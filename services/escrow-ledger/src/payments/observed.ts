@@ -94,6 +94,7 @@ async function confirmBookedTransfer(
   const d = event.data;
   const txHash = d.txHash.toLowerCase();
   const amountMicro = parseChainUsdc(d.amount);
+  const key = transferKey(d.chainId, txHash, d.logIndex);
   // A transfer seen in another block than before (reorged and re-included before the reorg event was handled)
   // is simply in its new block: the stale transfer.reorged for the old block is then ignored.
   await observedRow(trx, d.chainId, txHash, d.logIndex)
@@ -105,8 +106,8 @@ async function confirmBookedTransfer(
       missing_since_block: null,
     }))
     .execute();
-  if (existing.status === 'observed' && amountMicro > existing.amount_micro) {
-    const key = transferKey(d.chainId, txHash, d.logIndex);
+  // `existing` is not reorged (reincludeTransfer takes those), so it stands as booked.
+  if (amountMicro > existing.amount_micro) {
     await postTransferIn(trx, {
       idempotencyKey: `transfer_adjust:${key}`,
       amountMicro: amountMicro - existing.amount_micro,
@@ -115,7 +116,7 @@ async function confirmBookedTransfer(
     await observedRow(trx, d.chainId, txHash, d.logIndex).set({ amount_micro: amountMicro }).execute();
   } else if (amountMicro !== existing.amount_micro) {
     deps.logger.error(
-      { transfer: transferKey(d.chainId, txHash, d.logIndex), observed: d.amount },
+      { transfer: key, observed: d.amount },
       'observed transfer amount differs from the booked amount; left for an operator',
     );
   }

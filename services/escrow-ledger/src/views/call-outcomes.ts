@@ -42,11 +42,7 @@ export async function callOutcomesOf(
     .orderBy('attempt')
     .execute();
   const byPayment = new Map<string, AttemptRow[]>();
-  for (const row of rows) {
-    const attempts = byPayment.get(row.payment_id) ?? [];
-    attempts.push(row);
-    byPayment.set(row.payment_id, attempts);
-  }
+  for (const row of rows) byPayment.set(row.payment_id, [...(byPayment.get(row.payment_id) ?? []), row]);
   for (const [paymentId, attempts] of byPayment) outcomes.set(paymentId, outcomeOf(attempts, now));
   return outcomes;
 }
