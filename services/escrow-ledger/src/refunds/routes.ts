@@ -67,13 +67,9 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
           async (trx, sellerId) => {
             const txn = await lockSellerTransaction(trx, body.transactionId, sellerId);
             const refund = await bookRefund(trx, deps, txn, { amountMicro, reason: body.reason });
-            return {
-              status: 201,
-              body: {
-                ...refundView(refund),
-                remainingRefundable: formatUsdc(txn.amount_micro - txn.refunded_micro),
-              },
-            };
+            // bookRefund kept txn's refunded total current: what remains after this refund.
+            const remainingRefundable = formatUsdc(txn.amount_micro - txn.refunded_micro);
+            return { status: 201, body: { ...refundView(refund), remainingRefundable } };
           },
           { retryConflicts: true },
         );
