@@ -141,84 +141,89 @@ async function changeEndpoint(
   return afterEndpointChange(trx, current, transition, kit.base, now);
 }
 
-/** A skill's endpoints: add, change, deactivate (each regenerates SKILL.md). */
-export function endpointRoutes(kit: SkillRouteKit): Record<'add' | 'patch' | 'deactivate', AnyRoute> {
-  const { rc, auth, render, validation, base } = kit;
-  const { ctx, config } = rc;
-  return {
-    add: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/endpoints',
-      summary: 'Add an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: NameParams,
-      body: EndpointCreate,
-      headers: [idempotencyKey],
-      responses: { '201': Skill },
-      errors: {
-        '404': 'no such skill of this seller',
-        '409': 'skill_archived, too_many_endpoints, endpoint_exists or idempotency_key_reused',
-      },
-      handler: async (req, res) => {
-        const input = checkEndpointInput('', req.body);
-        await idempotent(ctx.db, req, res, currentSeller(req).id, async () => {
-          const now = config.now();
-          const state = await ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
-          validation.kick();
-          return { status: 201, body: render(state) };
-        });
-      },
-    }),
-    patch: defineRoute({
-      method: 'patch',
-      path: '/api/v1/manage/skills/:name/endpoints/:endpointId',
-      summary: 'Change an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: EndpointParams,
-      body: EndpointPatch,
-      responses: { '200': Skill },
-      errors: {
-        '404': 'no such skill or endpoint',
-        '409': 'skill_archived, endpoint_inactive or endpoint_exists',
-      },
-      handler: async (req, res) => {
-        const body = req.body;
-        const endpointId = endpointIdParam(req);
-        const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
-        const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
+/** Adds an endpoint to the seller's skill (SKILL.md is regenerated). */
+export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
+  const { ctx, config } = kit.rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/endpoints',
+    summary: 'Add an endpoint (SKILL.md is regenerated)',
+    auth: kit.auth,
+    params: NameParams,
+    body: EndpointCreate,
+    headers: [idempotencyKey],
+    responses: { '201': Skill },
+    errors: {
+      '404': 'no such skill of this seller',
+      '409': 'skill_archived, too_many_endpoints, endpoint_exists or idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const input = checkEndpointInput('', req.body);
+      await idempotent(ctx.db, req, res, currentSeller(req).id, async () => {
         const now = config.now();
-        const state = await ctx.inTransaction((trx) =>
-          changeEndpoint(kit, trx, req, endpointId, { ...body, path, priceMicro }, now),
-        );
-        validation.kick();
-        res.json(render(state));
-      },
-    }),
-    deactivate: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
-      summary: 'Deactivate an endpoint (SKILL.md is regenerated)',
-      auth,
-      params: EndpointParams,
-      ...NoBody,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const endpointId = endpointIdParam(req);
-        const now = config.now();
-        const state = await ctx.inTransaction(async (trx) => {
-          const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
-          if (!endpoint.active) return current;
-          await trx
-            .updateTable('endpoints')
-            .set({ active: false, updated_at: now })
-            .where('id', '=', endpoint.id)
-            .execute();
-          return afterEndpointChange(trx, current, transition, base, now);
-        });
-        validation.kick();
-        res.json(render(state));
-      },
-    }),
-  };
+        const state = await ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
+        kit.validation.kick();
+        return { status: 201, body: kit.render(state) };
+      });
+    },
+  });
+}
+
+export function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
+  const { ctx, config } = kit.rc;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/manage/skills/:name/endpoints/:endpointId',
+    summary: 'Change an endpoint (SKILL.md is regenerated)',
+    auth: kit.auth,
+    params: EndpointParams,
+    body: EndpointPatch,
+    responses: { '200': Skill },
+    errors: {
+      '404': 'no such skill or endpoint',
+      '409': 'skill_archived, endpoint_inactive or endpoint_exists',
+    },
+    handler: async (req, res) => {
+      const body = req.body;
+      const endpointId = endpointIdParam(req);
+      const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
+      const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
+      const now = config.now();
+      const state = await ctx.inTransaction((trx) =>
+        changeEndpoint(kit, trx, req, endpointId, { ...body, path, priceMicro }, now),
+      );
+      kit.validation.kick();
+      res.json(kit.render(state));
+    },
+  });
+}
+
+export function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
+  const { ctx, config } = kit.rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
+    summary: 'Deactivate an endpoint (SKILL.md is regenerated)',
+    auth: kit.auth,
+    params: EndpointParams,
+    ...NoBody,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const endpointId = endpointIdParam(req);
+      const now = config.now();
+      const state = await ctx.inTransaction(async (trx) => {
+        const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
+        if (!endpoint.active) return current;
+        await trx
+          .updateTable('endpoints')
+          .set({ active: false, updated_at: now })
+          .where('id', '=', endpoint.id)
+          .execute();
+        return afterEndpointChange(trx, current, transition, kit.base, now);
+      });
+      kit.validation.kick();
+      res.json(kit.render(state));
+    },
+  });
 }

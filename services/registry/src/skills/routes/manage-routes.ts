@@ -198,112 +198,122 @@ async function replaceSkillMd(
   return loadSkill(trx, { id: current.skill.id });
 }
 
-/** The seller's own skills: create, list, read, change, SKILL.md by hand. */
-export function manageSkillRoutes(
-  kit: SkillRouteKit,
-): Record<'create' | 'list' | 'get' | 'skillMd' | 'patch' | 'replaceSkillMd', AnyRoute> {
-  const { rc, auth, render, validation, base } = kit;
-  const { ctx, config } = rc;
-  return {
-    create: defineRoute({
-      method: 'post',
-      path: '/api/v1/manage/skills',
-      summary: 'Create a skill (PENDING_VALIDATION, validated in the background)',
-      auth,
-      body: SkillCreate,
-      headers: [idempotencyKey],
-      responses: { '201': Skill },
-      errors: { '409': 'skill_name_taken, skill_limit_reached or idempotency_key_reused' },
-      handler: async (req, res) => {
-        const body = req.body;
-        const skill = await checkNewSkill(rc, body);
-        const seller = currentSeller(req);
-        await idempotent(ctx.db, req, res, seller.id, async () => {
-          const now = config.now();
-          const state = await ctx.inTransaction(async (trx) => {
-            await refuseSkillOverLimit(trx, seller.id, config.maxSkillsPerSeller);
-            const skillId = await insertSkill(trx, seller.id, skill, now);
-            await regenerateSkillMd(trx, skillId, base);
-            return commitSkillChange(trx, skillId, now);
-          });
-          validation.kick();
-          return { status: 201, body: render(state) };
+/** The seller's own skills: create, with its endpoints and generated SKILL.md, validated in the background. */
+export function createSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, render, validation } = kit;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/manage/skills',
+    summary: 'Create a skill (PENDING_VALIDATION, validated in the background)',
+    auth: kit.auth,
+    body: SkillCreate,
+    headers: [idempotencyKey],
+    responses: { '201': Skill },
+    errors: { '409': 'skill_name_taken, skill_limit_reached or idempotency_key_reused' },
+    handler: async (req, res) => {
+      const skill = await checkNewSkill(rc, req.body);
+      const seller = currentSeller(req);
+      await idempotent(rc.ctx.db, req, res, seller.id, async () => {
+        const now = rc.config.now();
+        const state = await rc.ctx.inTransaction(async (trx) => {
+          await refuseSkillOverLimit(trx, seller.id, rc.config.maxSkillsPerSeller);
+          const skillId = await insertSkill(trx, seller.id, skill, now);
+          await regenerateSkillMd(trx, skillId, kit.base);
+          return commitSkillChange(trx, skillId, now);
         });
-      },
-    }),
-    list: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills',
-      summary: "List the seller's skills (every status)",
-      auth,
-      query: ListQuery,
-      responses: { '200': SkillList },
-      handler: async (req, res) => {
-        const select = ctx.db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
-        res.json(await skillPage(ctx.db, select, req.query, render));
-      },
-    }),
-    get: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills/:name',
-      summary: 'One skill with its endpoints',
-      auth,
-      params: NameParams,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller' },
-      handler: async (req, res) => {
-        const state = await kit.readOwnedSkill(req);
-        res.json(render(state));
-      },
-    }),
-    skillMd: defineRoute({
-      method: 'get',
-      path: '/api/v1/manage/skills/:name/skill-md',
-      summary: 'The current SKILL.md of the skill, whatever its status',
-      auth,
-      params: NameParams,
-      responses: { '200': skillMdResponse },
-      errors: { '404': 'no such skill of this seller' },
-      handler: async (req, res) => {
-        const state = await kit.readOwnedSkill(req);
-        res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
-      },
-    }),
-    patch: defineRoute({
-      method: 'patch',
-      path: '/api/v1/manage/skills/:name',
-      summary: 'Change a skill (name is immutable); a new apiBaseUrl is validated again',
-      auth,
-      params: NameParams,
-      body: SkillPatch,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const body = req.body;
-        const apiBaseUrl =
-          body.apiBaseUrl === undefined ? undefined : await checkApiBaseUrl(rc, body.apiBaseUrl);
-        const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
-        const now = config.now();
-        const state = await ctx.inTransaction((trx) =>
-          patchSkill(kit, trx, req, { ...body, apiBaseUrl, categories }, now),
-        );
         validation.kick();
-        res.json(render(state));
-      },
-    }),
-    replaceSkillMd: defineRoute({
-      method: 'put',
-      path: '/api/v1/manage/skills/:name/skill-md',
-      summary: 'Replace SKILL.md by hand. A later endpoint change regenerates it and replaces the hand edit.',
-      auth,
-      params: NameParams,
-      body: SkillMdReplace,
-      responses: { '200': Skill },
-      errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
-      handler: async (req, res) => {
-        const state = await ctx.inTransaction((trx) => replaceSkillMd(kit, trx, req, req.body.content));
-        res.json(render(state!));
-      },
-    }),
-  };
+        return { status: 201, body: render(state) };
+      });
+    },
+  });
+}
+
+export function listSkillsRoute({ rc, auth, render }: SkillRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills',
+    summary: "List the seller's skills (every status)",
+    auth,
+    query: ListQuery,
+    responses: { '200': SkillList },
+    handler: async (req, res) => {
+      const { db } = rc.ctx;
+      const select = db.selectFrom('skills').selectAll().where('seller_id', '=', currentSeller(req).id);
+      res.json(await skillPage(db, select, req.query, render));
+    },
+  });
+}
+
+export function getSkillRoute({ auth, render, readOwnedSkill }: SkillRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills/:name',
+    summary: 'One skill with its endpoints',
+    auth,
+    params: NameParams,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller' },
+    handler: async (req, res) => {
+      res.json(render(await readOwnedSkill(req)));
+    },
+  });
+}
+
+export function getSkillMdRoute({ auth, readOwnedSkill }: SkillRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/manage/skills/:name/skill-md',
+    summary: 'The current SKILL.md of the skill, whatever its status',
+    auth,
+    params: NameParams,
+    responses: { '200': skillMdResponse },
+    errors: { '404': 'no such skill of this seller' },
+    handler: async (req, res) => {
+      const state = await readOwnedSkill(req);
+      res.type('text/markdown; charset=utf-8').send(state.skill.skill_md);
+    },
+  });
+}
+
+export function patchSkillRoute(kit: SkillRouteKit): AnyRoute {
+  const { rc, render, validation } = kit;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/manage/skills/:name',
+    summary: 'Change a skill (name is immutable); a new apiBaseUrl is validated again',
+    auth: kit.auth,
+    params: NameParams,
+    body: SkillPatch,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const body = req.body;
+      const apiBaseUrl =
+        body.apiBaseUrl === undefined ? undefined : await checkApiBaseUrl(rc, body.apiBaseUrl);
+      const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
+      const now = rc.config.now();
+      const state = await rc.ctx.inTransaction((trx) =>
+        patchSkill(kit, trx, req, { ...body, apiBaseUrl, categories }, now),
+      );
+      validation.kick();
+      res.json(render(state));
+    },
+  });
+}
+
+export function replaceSkillMdRoute(kit: SkillRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'put',
+    path: '/api/v1/manage/skills/:name/skill-md',
+    summary: 'Replace SKILL.md by hand. A later endpoint change regenerates it and replaces the hand edit.',
+    auth: kit.auth,
+    params: NameParams,
+    body: SkillMdReplace,
+    responses: { '200': Skill },
+    errors: { '404': 'no such skill of this seller', '409': 'skill_archived' },
+    handler: async (req, res) => {
+      const state = await kit.rc.ctx.inTransaction((trx) => replaceSkillMd(kit, trx, req, req.body.content));
+      res.json(kit.render(state!));
+    },
+  });
 }
