@@ -59,60 +59,64 @@ async function applyAccountPatch(
 
 /** The account and its settings. */
 export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
-  const auth = sellerRouteAuth(rc);
+  return [getAccountRoute(rc), patchAccountRoute(rc)];
+}
+
+function getAccountRoute(rc: RegistryContext): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/account',
+    summary: 'The account and its settings',
+    auth: sellerRouteAuth(rc),
+    responses: { '200': Account },
+    handler: (req, res) => {
+      res.json(toAccount(currentSeller(req)));
+    },
+  });
+}
+
+function patchAccountRoute(rc: RegistryContext): AnyRoute {
   const { config } = rc;
-  return [
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/account',
-      summary: 'The account and its settings',
-      auth,
-      responses: { '200': Account },
-      handler: (req, res) => {
-        res.json(toAccount(currentSeller(req)));
-      },
-    }),
-    defineRoute({
-      method: 'patch',
-      path: '/api/v1/account',
-      summary:
-        'Change the webhook URL (wallet session only), settlement frequency, minimum settlement or checkout matching',
-      description:
-        'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
-      auth,
-      body: AccountPatch,
-      responses: { '200': AccountPatchResponse },
-      handler: async (req, res) => {
-        const body = req.body;
-        const now = config.now();
-        // The payout address decides where the money goes: only a fresh signature by the account wallet moves
-        // it (a stolen session token or API key must not), through its own route.
-        if (body.payoutAddress !== undefined) {
-          throw new HttpError(
-            403,
-            RegistryReason.WalletSignatureRequired,
-            'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
-            { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
-          );
-        }
-        // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
-        if (body.webhookUrl !== undefined) requireWalletSession(req.credential, 'changing the webhook URL');
-        const minimumSettlementMicro =
-          body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
-        const webhookUrl =
-          body.webhookUrl === undefined || body.webhookUrl === null
-            ? body.webhookUrl
-            : await checkSellerUrl('webhookUrl', body.webhookUrl, {
-                production: config.production,
-                resolve: rc.resolveHost,
-              });
-        const change = { ...body, webhookUrl, minimumSettlementMicro };
-        const result = await applyAccountPatch(rc, currentSeller(req).id, now, change);
-        res.json({
-          account: toAccount(result.updated),
-          ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
-        });
-      },
-    }),
-  ];
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/account',
+    summary:
+      'Change the webhook URL (wallet session only), settlement frequency, minimum settlement or checkout matching',
+    description:
+      'payoutAddress is refused here (403 wallet_signature_required): it changes through POST /api/v1/account/payout-address with a signature by the account wallet. webhookUrl needs the wallet session (403 wallet_session_required with the sk_ key).',
+    auth: sellerRouteAuth(rc),
+    body: AccountPatch,
+    responses: { '200': AccountPatchResponse },
+    handler: async (req, res) => {
+      const body = req.body;
+      const now = config.now();
+      // The payout address decides where the money goes: only a fresh signature by the account wallet moves
+      // it (a stolen session token or API key must not), through its own route.
+      if (body.payoutAddress !== undefined) {
+        throw new HttpError(
+          403,
+          RegistryReason.WalletSignatureRequired,
+          'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
+          { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
+        );
+      }
+      // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
+      if (body.webhookUrl !== undefined) requireWalletSession(req.credential, 'changing the webhook URL');
+      const minimumSettlementMicro =
+        body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
+      const webhookUrl =
+        body.webhookUrl === undefined || body.webhookUrl === null
+          ? body.webhookUrl
+          : await checkSellerUrl('webhookUrl', body.webhookUrl, {
+              production: config.production,
+              resolve: rc.resolveHost,
+            });
+      const change = { ...body, webhookUrl, minimumSettlementMicro };
+      const result = await applyAccountPatch(rc, currentSeller(req).id, now, change);
+      res.json({
+        account: toAccount(result.updated),
+        ...(result.webhookSecret ? { webhookSecret: result.webhookSecret } : {}),
+      });
+    },
+  });
 }

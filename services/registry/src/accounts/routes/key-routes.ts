@@ -64,78 +64,95 @@ async function rotateApiKey(
 
 /** The account's keys and secrets: the API key (rotate, name), the publishable key and the webhook secret. */
 export function keyRoutes(rc: RegistryContext): AnyRoute[] {
-  const auth = sellerRouteAuth(rc);
-  const { ctx, config } = rc;
   return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/api-key/rotate',
-      summary:
-        'Replace the API key (wallet session only); the old one keeps working for KEY_ROTATION_OVERLAP unless revokeImmediately',
-      description:
-        'With the sk_ key alone: 403 wallet_session_required. The old key (and the forwarding signature made with it) stays valid until previousKeyExpiresAt, so servers can be moved to the new key; revokeImmediately: true (a leaked key) ends it at once, with any earlier key still in its overlap.',
-      auth,
-      body: ApiKeyRotateRequest,
-      bodyOptional: true,
-      responses: { '200': ApiKeyRotated },
-      handler: async (req, res) => {
-        requireWalletSession(req.credential, 'rotating the API key');
-        res.json(await rotateApiKey(rc, currentSeller(req).id, req.body ?? {}));
-      },
-    }),
-    defineRoute({
-      method: 'patch',
-      path: '/api/v1/account/api-key',
-      summary: 'Name the current secret key (say where it is used); the key itself does not change',
-      auth,
-      body: ApiKeyRename,
-      responses: { '200': Account },
-      handler: async (req, res) => {
-        const row = await ctx.db
-          .updateTable('sellers')
-          .set({ api_key_name: req.body.name.trim(), updated_at: config.now() })
-          .where('id', '=', currentSeller(req).id)
-          .returningAll()
-          .executeTakeFirstOrThrow();
-        res.json(toAccount(row));
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/publishable-key/rotate',
-      summary:
-        'Replace the publishable key (pk_…; wallet session only); pages using the old one must be updated',
-      auth,
-      ...NoBody,
-      responses: { '200': PublishableKeyRotated },
-      handler: async (req, res) => {
-        requireWalletSession(req.credential, 'rotating the publishable key');
-        const now = config.now();
-        const publishableKey = newPublishableKey(config.production);
-        const sellerId = currentSeller(req).id;
-        // checkout's projection (and every SellerAuth cache) follows this event.
-        await changeCredentials(ctx, sellerId, now, () => ({ publishable_key: publishableKey }));
-        res.json({ publishableKey });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/webhook-secret/rotate',
-      summary: 'Replace the webhook signing secret (shown once; wallet session only)',
-      auth,
-      ...NoBody,
-      responses: { '200': WebhookSecretRotated },
-      handler: async (req, res) => {
-        requireWalletSession(req.credential, 'rotating the webhook secret');
-        const now = config.now();
-        const secret = newWebhookSecret();
-        const sellerId = currentSeller(req).id;
-        const updated = await changeCredentials(ctx, sellerId, now, (eb) => ({
-          webhook_secret_encrypted: rc.secrets.seal(secret),
-          webhook_secret_version: eb('webhook_secret_version', '+', 1),
-        }));
-        res.json({ webhookSecret: secret, webhookSecretVersion: updated.webhook_secret_version });
-      },
-    }),
+    rotateApiKeyRoute(rc),
+    nameApiKeyRoute(rc),
+    rotatePublishableKeyRoute(rc),
+    rotateWebhookSecretRoute(rc),
   ];
+}
+
+function rotateApiKeyRoute(rc: RegistryContext): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/api-key/rotate',
+    summary:
+      'Replace the API key (wallet session only); the old one keeps working for KEY_ROTATION_OVERLAP unless revokeImmediately',
+    description:
+      'With the sk_ key alone: 403 wallet_session_required. The old key (and the forwarding signature made with it) stays valid until previousKeyExpiresAt, so servers can be moved to the new key; revokeImmediately: true (a leaked key) ends it at once, with any earlier key still in its overlap.',
+    auth: sellerRouteAuth(rc),
+    body: ApiKeyRotateRequest,
+    bodyOptional: true,
+    responses: { '200': ApiKeyRotated },
+    handler: async (req, res) => {
+      requireWalletSession(req.credential, 'rotating the API key');
+      res.json(await rotateApiKey(rc, currentSeller(req).id, req.body ?? {}));
+    },
+  });
+}
+
+function nameApiKeyRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'patch',
+    path: '/api/v1/account/api-key',
+    summary: 'Name the current secret key (say where it is used); the key itself does not change',
+    auth: sellerRouteAuth(rc),
+    body: ApiKeyRename,
+    responses: { '200': Account },
+    handler: async (req, res) => {
+      const row = await ctx.db
+        .updateTable('sellers')
+        .set({ api_key_name: req.body.name.trim(), updated_at: config.now() })
+        .where('id', '=', currentSeller(req).id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      res.json(toAccount(row));
+    },
+  });
+}
+
+function rotatePublishableKeyRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/publishable-key/rotate',
+    summary:
+      'Replace the publishable key (pk_…; wallet session only); pages using the old one must be updated',
+    auth: sellerRouteAuth(rc),
+    ...NoBody,
+    responses: { '200': PublishableKeyRotated },
+    handler: async (req, res) => {
+      requireWalletSession(req.credential, 'rotating the publishable key');
+      const now = config.now();
+      const publishableKey = newPublishableKey(config.production);
+      const sellerId = currentSeller(req).id;
+      // checkout's projection (and every SellerAuth cache) follows this event.
+      await changeCredentials(ctx, sellerId, now, () => ({ publishable_key: publishableKey }));
+      res.json({ publishableKey });
+    },
+  });
+}
+
+function rotateWebhookSecretRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/webhook-secret/rotate',
+    summary: 'Replace the webhook signing secret (shown once; wallet session only)',
+    auth: sellerRouteAuth(rc),
+    ...NoBody,
+    responses: { '200': WebhookSecretRotated },
+    handler: async (req, res) => {
+      requireWalletSession(req.credential, 'rotating the webhook secret');
+      const now = config.now();
+      const secret = newWebhookSecret();
+      const sellerId = currentSeller(req).id;
+      const updated = await changeCredentials(ctx, sellerId, now, (eb) => ({
+        webhook_secret_encrypted: rc.secrets.seal(secret),
+        webhook_secret_version: eb('webhook_secret_version', '+', 1),
+      }));
+      res.json({ webhookSecret: secret, webhookSecretVersion: updated.webhook_secret_version });
+    },
+  });
 }

@@ -141,85 +141,94 @@ async function recordPayoutChange(
 
 /** The payout address: it changes only with a fresh signature by the account wallet, after a delay. */
 export function payoutAddressRoutes(rc: RegistryContext): AnyRoute[] {
-  const auth = sellerRouteAuth(rc);
+  return [payoutChallengeRoute(rc), payoutChangeRoute(rc), cancelPayoutChangeRoute(rc)];
+}
+
+function payoutChallengeRoute(rc: RegistryContext): AnyRoute {
   const { ctx, config } = rc;
-  return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/payout-address/challenge',
-      summary: 'Get the message the account wallet signs to change the payout address (single use)',
-      description:
-        'The message names this Paygate, the account, the wallet, the new address, the chain id, a single-use nonce and its expiry (PAYOUT_CHALLENGE_TTL). Sign it with the account wallet (EIP-191 personal_sign) and send it to POST /api/v1/account/payout-address.',
-      auth,
-      body: PayoutChallengeRequest,
-      responses: { '201': PayoutChallenge },
-      handler: async (req, res) => {
-        const now = config.now();
-        const seller = currentSeller(req);
-        checkPayoutAddress(req.body.payoutAddress, config.escrowAddress, 'payoutAddress');
-        const { nonce, expiresAt } = await issueNonce(ctx.db, now, config.payoutChallengeTtlMs);
-        const message = payoutChangeMessage({
-          domain: rc.siweDomain,
-          walletAddress: seller.wallet_address,
-          sellerId: seller.id,
-          newPayoutAddress: req.body.payoutAddress,
-          chainId: config.chainId,
-          nonce,
-          issuedAt: now,
-          expiresAt,
-        });
-        res.status(201).json({
-          message,
-          walletAddress: seller.wallet_address,
-          chainId: config.chainId,
-          expiresAt: expiresAt.toISOString(),
-          delaySeconds: Math.ceil(config.payoutAddressDelayMs / 1000),
-        });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/payout-address',
-      summary:
-        'Change the payout address with a signature by the account wallet; announced by webhook, effective after PAYOUT_ADDRESS_DELAY',
-      description:
-        'The message is one issued by POST /api/v1/account/payout-address/challenge for this account, unexpired and unused, signed by the account wallet. Until effectiveAt payouts keep going to the current address (account.payoutAddress); the pending change is account.pendingPayoutAddress and goes out as the webhook seller.payout_address_change_requested.',
-      auth,
-      body: PayoutChangeRequest,
-      responses: { '200': PayoutChangeResponse },
-      errors: {
-        '401':
-          'refused: not this account or wallet, another domain or chain, expired, used, or not signed by the account wallet (error.code says which)',
-      },
-      handler: async (req, res) => {
-        const now = config.now();
-        const seller = currentSeller(req);
-        const fields = checkPayoutChange(rc, seller, req.body, now);
-        const effectiveAt = new Date(now.getTime() + config.payoutAddressDelayMs);
-        const updated = await ctx.inTransaction((trx) =>
-          recordPayoutChange(rc, trx, seller.id, fields, { now, effectiveAt }),
-        );
-        res.json({ account: toAccount(updated), effectiveAt: effectiveAt.toISOString() });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/account/payout-address/cancel',
-      summary: 'Cancel a pending payout-address change (wallet session only)',
-      auth,
-      ...NoBody,
-      responses: { '200': Account },
-      handler: async (req, res) => {
-        requireWalletSession(req.credential, 'cancelling a payout-address change');
-        const now = config.now();
-        const row = await ctx.db
-          .updateTable('sellers')
-          .set({ pending_payout_address: null, pending_payout_effective_at: null, updated_at: now })
-          .where('id', '=', currentSeller(req).id)
-          .returningAll()
-          .executeTakeFirstOrThrow();
-        res.json(toAccount(row));
-      },
-    }),
-  ];
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/payout-address/challenge',
+    summary: 'Get the message the account wallet signs to change the payout address (single use)',
+    description:
+      'The message names this Paygate, the account, the wallet, the new address, the chain id, a single-use nonce and its expiry (PAYOUT_CHALLENGE_TTL). Sign it with the account wallet (EIP-191 personal_sign) and send it to POST /api/v1/account/payout-address.',
+    auth: sellerRouteAuth(rc),
+    body: PayoutChallengeRequest,
+    responses: { '201': PayoutChallenge },
+    handler: async (req, res) => {
+      const now = config.now();
+      const seller = currentSeller(req);
+      checkPayoutAddress(req.body.payoutAddress, config.escrowAddress, 'payoutAddress');
+      const { nonce, expiresAt } = await issueNonce(ctx.db, now, config.payoutChallengeTtlMs);
+      const message = payoutChangeMessage({
+        domain: rc.siweDomain,
+        walletAddress: seller.wallet_address,
+        sellerId: seller.id,
+        newPayoutAddress: req.body.payoutAddress,
+        chainId: config.chainId,
+        nonce,
+        issuedAt: now,
+        expiresAt,
+      });
+      res.status(201).json({
+        message,
+        walletAddress: seller.wallet_address,
+        chainId: config.chainId,
+        expiresAt: expiresAt.toISOString(),
+        delaySeconds: Math.ceil(config.payoutAddressDelayMs / 1000),
+      });
+    },
+  });
+}
+
+function payoutChangeRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/payout-address',
+    summary:
+      'Change the payout address with a signature by the account wallet; announced by webhook, effective after PAYOUT_ADDRESS_DELAY',
+    description:
+      'The message is one issued by POST /api/v1/account/payout-address/challenge for this account, unexpired and unused, signed by the account wallet. Until effectiveAt payouts keep going to the current address (account.payoutAddress); the pending change is account.pendingPayoutAddress and goes out as the webhook seller.payout_address_change_requested.',
+    auth: sellerRouteAuth(rc),
+    body: PayoutChangeRequest,
+    responses: { '200': PayoutChangeResponse },
+    errors: {
+      '401':
+        'refused: not this account or wallet, another domain or chain, expired, used, or not signed by the account wallet (error.code says which)',
+    },
+    handler: async (req, res) => {
+      const now = config.now();
+      const seller = currentSeller(req);
+      const fields = checkPayoutChange(rc, seller, req.body, now);
+      const effectiveAt = new Date(now.getTime() + config.payoutAddressDelayMs);
+      const updated = await ctx.inTransaction((trx) =>
+        recordPayoutChange(rc, trx, seller.id, fields, { now, effectiveAt }),
+      );
+      res.json({ account: toAccount(updated), effectiveAt: effectiveAt.toISOString() });
+    },
+  });
+}
+
+function cancelPayoutChangeRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/account/payout-address/cancel',
+    summary: 'Cancel a pending payout-address change (wallet session only)',
+    auth: sellerRouteAuth(rc),
+    ...NoBody,
+    responses: { '200': Account },
+    handler: async (req, res) => {
+      requireWalletSession(req.credential, 'cancelling a payout-address change');
+      const now = config.now();
+      const row = await ctx.db
+        .updateTable('sellers')
+        .set({ pending_payout_address: null, pending_payout_effective_at: null, updated_at: now })
+        .where('id', '=', currentSeller(req).id)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      res.json(toAccount(row));
+    },
+  });
 }

@@ -158,77 +158,85 @@ async function signInOrSignUp(
 
 /** Sign-in with Ethereum (nonce, verify) and sign-out. */
 export function signInRoutes(rc: RegistryContext): AnyRoute[] {
-  const auth = sellerRouteAuth(rc);
-  const { ctx, config } = rc;
-  return [
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/siwe/nonce',
-      summary: 'Get a single-use SIWE nonce (valid 5 minutes)',
-      ...NoBody,
-      responses: { '201': NonceResponse },
-      handler: async (_req, res) => {
-        const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
-        res.status(201).json({
-          nonce,
-          expiresAt: expiresAt.toISOString(),
-          domain: rc.siweDomain,
-          uri: config.publicBaseUrl,
-          chainId: config.chainId,
-        });
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/siwe/verify',
-      summary:
-        'Sign in with Ethereum; the first login creates the account and returns the API key once (201)',
-      body: VerifyRequest,
-      responses: {
-        '200': { description: 'signed in', schema: VerifyResponse },
-        '201': {
-          description: 'first login: the account is created, apiKey is shown once',
-          schema: VerifyResponse,
-        },
-      },
-      errors: { '401': 'refused sign-in: domain, signature, expiry or nonce (error.code says which)' },
-      handler: async (req, res) => {
-        const now = config.now();
-        const message = await checkSignInMessage(rc, req.body, now);
-        const result = await ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
+  return [nonceRoute(rc), verifyRoute(rc), signOutRoute(rc)];
+}
 
-        const session = await issueSessionToken(
-          result.seller.id,
-          config.sessionSecret,
-          now,
-          config.sessionTtlMs,
-        );
-        res.status(result.apiKey ? 201 : 200).json({
-          sessionToken: session.token,
-          expiresAt: session.expiresAt.toISOString(),
-          seller: toAccount(result.seller),
-          ...(result.apiKey ? { apiKey: result.apiKey } : {}),
-          publishableKey: result.seller.publishable_key,
-        });
+function nonceRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/siwe/nonce',
+    summary: 'Get a single-use SIWE nonce (valid 5 minutes)',
+    ...NoBody,
+    responses: { '201': NonceResponse },
+    handler: async (_req, res) => {
+      const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
+      res.status(201).json({
+        nonce,
+        expiresAt: expiresAt.toISOString(),
+        domain: rc.siweDomain,
+        uri: config.publicBaseUrl,
+        chainId: config.chainId,
+      });
+    },
+  });
+}
+
+function verifyRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/siwe/verify',
+    summary: 'Sign in with Ethereum; the first login creates the account and returns the API key once (201)',
+    body: VerifyRequest,
+    responses: {
+      '200': { description: 'signed in', schema: VerifyResponse },
+      '201': {
+        description: 'first login: the account is created, apiKey is shown once',
+        schema: VerifyResponse,
       },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/auth/sign-out',
-      summary:
-        'Sign out: every dashboard session of this seller issued until now stops working (on every device)',
-      description:
-        'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
-      auth,
-      ...NoBody,
-      responses: { '200': SignOutResponse },
-      handler: async (req, res) => {
-        const now = config.now();
-        const sellerId = currentSeller(req).id;
-        // Every SellerAuth cache drops the seller's resolved sessions on this event.
-        await changeCredentials(ctx, sellerId, now, () => ({ sessions_revoked_at: now }));
-        res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
-      },
-    }),
-  ];
+    },
+    errors: { '401': 'refused sign-in: domain, signature, expiry or nonce (error.code says which)' },
+    handler: async (req, res) => {
+      const now = config.now();
+      const message = await checkSignInMessage(rc, req.body, now);
+      const result = await ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
+
+      const session = await issueSessionToken(
+        result.seller.id,
+        config.sessionSecret,
+        now,
+        config.sessionTtlMs,
+      );
+      res.status(result.apiKey ? 201 : 200).json({
+        sessionToken: session.token,
+        expiresAt: session.expiresAt.toISOString(),
+        seller: toAccount(result.seller),
+        ...(result.apiKey ? { apiKey: result.apiKey } : {}),
+        publishableKey: result.seller.publishable_key,
+      });
+    },
+  });
+}
+
+function signOutRoute(rc: RegistryContext): AnyRoute {
+  const { ctx, config } = rc;
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/auth/sign-out',
+    summary:
+      'Sign out: every dashboard session of this seller issued until now stops working (on every device)',
+    description:
+      'With a session token or the sk_ key. Later requests with an earlier session token are 401 invalid_session, here and at every other Paygate service (they follow seller.updated). The API keys are not affected.',
+    auth: sellerRouteAuth(rc),
+    ...NoBody,
+    responses: { '200': SignOutResponse },
+    handler: async (req, res) => {
+      const now = config.now();
+      const sellerId = currentSeller(req).id;
+      // Every SellerAuth cache drops the seller's resolved sessions on this event.
+      await changeCredentials(ctx, sellerId, now, () => ({ sessions_revoked_at: now }));
+      res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
+    },
+  });
 }
