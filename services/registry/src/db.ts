@@ -1,4 +1,5 @@
 import type { BusTables } from '@paygate/bus';
+import type { CheckoutMatchingMode } from '@paygate/contracts';
 import type { Generated } from 'kysely';
 
 export interface SellersTable {
@@ -32,24 +33,35 @@ export interface SellersTable {
   /** A payout address the account wallet signed, applied at pending_payout_effective_at (PAYOUT_ADDRESS_DELAY). */
   pending_payout_address: Generated<string | null>;
   pending_payout_effective_at: Generated<Date | null>;
-  settlement_frequency: Generated<'DAILY' | 'WEEKLY' | 'MONTHLY'>;
+  settlement_frequency: Generated<(typeof SETTLEMENT_FREQUENCIES)[number]>;
   minimum_settlement_micro: Generated<bigint>;
   /** How the seller's checkout sessions are matched: a unique amount on the checkout wallet, or an address each. */
-  checkout_matching: Generated<'amount' | 'deposit_address'>;
+  checkout_matching: Generated<CheckoutMatchingMode>;
   revision: Generated<number>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
 }
+
+export const SETTLEMENT_FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
 
 interface SiweNoncesTable {
   nonce: string;
   expires_at: Date;
 }
 
-export type SkillStatus = 'PENDING_VALIDATION' | 'ACTIVE' | 'VALIDATION_FAILED' | 'SUSPENDED' | 'ARCHIVED';
-export type SkillType = 'API' | 'SaaS' | 'Product' | 'Service' | 'Subscription' | 'Content';
-export type SkillMode = 'PROXY' | 'TICKET';
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+export const SKILL_STATUSES = [
+  'PENDING_VALIDATION',
+  'ACTIVE',
+  'VALIDATION_FAILED',
+  'SUSPENDED',
+  'ARCHIVED',
+] as const;
+export const SKILL_TYPES = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'] as const;
+export const SKILL_MODES = ['PROXY', 'TICKET'] as const;
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export type SkillStatus = (typeof SKILL_STATUSES)[number];
+export type SkillType = (typeof SKILL_TYPES)[number];
+export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 export interface SkillsTable {
   id: string;
@@ -58,7 +70,7 @@ export interface SkillsTable {
   display_name: string;
   description: string;
   api_base_url: string;
-  mode: SkillMode;
+  mode: (typeof SKILL_MODES)[number];
   type: SkillType;
   categories: string[];
   duration_days: number | null;

@@ -1,6 +1,5 @@
 import { HttpError } from '@paygate/http';
-import type { SkillStatus } from '../src/db';
-import { SKILL_STATUSES } from '../src/skills/schemas';
+import { SKILL_STATUSES, type SkillStatus } from '../src/db';
 import {
   findSkillTransition,
   type SkillEffect,

@@ -1,8 +1,7 @@
 import { CHECKOUT_MATCHING_MODES } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
+import { SETTLEMENT_FREQUENCIES } from '../db';
 import { Address, IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
-
-const SETTLEMENT_FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
 
 const CheckoutMatchingSetting = StringEnum(CHECKOUT_MATCHING_MODES, {
   description:

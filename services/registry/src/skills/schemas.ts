@@ -1,16 +1,6 @@
 import { Type } from '@sinclair/typebox';
+import { HTTP_METHODS, SKILL_MODES, SKILL_STATUSES, SKILL_TYPES } from '../db';
 import { IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
-
-const SKILL_TYPES = ['API', 'SaaS', 'Product', 'Service', 'Subscription', 'Content'] as const;
-const SKILL_MODES = ['PROXY', 'TICKET'] as const;
-export const SKILL_STATUSES = [
-  'PENDING_VALIDATION',
-  'ACTIVE',
-  'VALIDATION_FAILED',
-  'SUSPENDED',
-  'ARCHIVED',
-] as const;
-const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 export const MAX_ENDPOINTS_PER_SKILL = 100;
 /** Endpoints a skill keeps in all, deactivated ones included (each is in every skill.updated event). */

@@ -30,8 +30,9 @@ import {
 import { applySkillTransition, type SkillTransition, skillTransition } from '../status';
 import { EndpointParams, endpointIdParam, idempotencyKey, NameParams, type SkillRouteKit } from './kit';
 
-/** An endpoint's method and path are unique among the skill's active endpoints (`others`). */
-function refuseTakenRoute(others: EndpointRow[], method: string, path: string): void {
+/** An endpoint's method and path are unique among the skill's other active endpoints, and not ambiguous with theirs. */
+function refuseClashingRoute(others: EndpointRow[], candidate: { method: string; path: string }): void {
+  const { method, path } = candidate;
   if (others.some((e) => e.method === method && e.path === path)) {
     throw new HttpError(
       409,
@@ -43,6 +44,7 @@ function refuseTakenRoute(others: EndpointRow[], method: string, path: string): 
       },
     );
   }
+  refuseAmbiguousPath('path', candidate, others);
 }
 
 /** After an endpoint changes: the status move `endpoints_changed`, SKILL.md regenerated, and the new revision. */
@@ -104,8 +106,7 @@ async function addEndpoint(
       { field: 'endpoints', rule: `at most ${MAX_ENDPOINT_ROWS_PER_SKILL} in all` },
     );
   }
-  refuseTakenRoute(active, input.method, input.path);
-  refuseAmbiguousPath('path', input, active);
+  refuseClashingRoute(active, input);
   await insertEndpoint(trx, current.skill.id, input, now);
   return afterEndpointChange(trx, current, transition, kit.base, now);
 }
@@ -125,8 +126,7 @@ async function changeEndpoint(
   const method = change.method ?? endpoint.method;
   const nextPath = change.path ?? endpoint.path;
   const others = current.endpoints.filter((e) => e.active && e.id !== endpoint.id);
-  refuseTakenRoute(others, method, nextPath);
-  refuseAmbiguousPath('path', { path: nextPath, method }, others);
+  refuseClashingRoute(others, { path: nextPath, method });
   await trx
     .updateTable('endpoints')
     .set({
