@@ -1,4 +1,4 @@
-import { CHECKOUT_MATCHING_MODES } from '@paygate/contracts';
+import { CHECKOUT_MATCHING_MODES, Nullable } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
 import { SETTLEMENT_FREQUENCIES } from '../db';
 import { Address, IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
@@ -69,9 +69,9 @@ export const Account = Type.Object({
     [
       Type.Object({
         name: Type.String(),
-        hint: Type.Union([Type.String(), Type.Null()]),
-        createdAt: Type.Union([IsoTime, Type.Null()]),
-        lastUsedAt: Type.Union([IsoTime, Type.Null()]),
+        hint: Nullable(Type.String()),
+        createdAt: Nullable(IsoTime),
+        lastUsedAt: Nullable(IsoTime),
         expiresAt: IsoTime,
       }),
       Type.Null(),
@@ -80,7 +80,7 @@ export const Account = Type.Object({
   ),
   publishableKey: Type.String(),
   apiKeyVersion: Type.Integer(),
-  webhookUrl: Type.Union([Type.String(), Type.Null()]),
+  webhookUrl: Nullable(Type.String()),
   webhookSecretVersion: Type.Integer({ description: '0 while no webhook secret exists' }),
   settlementFrequency: StringEnum(SETTLEMENT_FREQUENCIES),
   minimumSettlement: UsdcAmountOut,

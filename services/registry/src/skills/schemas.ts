@@ -1,4 +1,5 @@
-import { Type } from '@sinclair/typebox';
+import { Nullable } from '@paygate/contracts';
+import { type TSchema, Type } from '@sinclair/typebox';
 import { HTTP_METHODS, SKILL_MODES, SKILL_STATUSES, SKILL_TYPES } from '../db';
 import { IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
 
@@ -93,8 +94,8 @@ export const SkillPatch = Type.Object(
     mode: Type.Optional(StringEnum(SKILL_MODES)),
     type: Type.Optional(StringEnum(SKILL_TYPES)),
     categories: Type.Optional(Categories),
-    durationDays: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 3650 }), Type.Null()])),
-    requiresShipping: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    durationDays: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 3650 }))),
+    requiresShipping: Type.Optional(Nullable(Type.Boolean())),
     holdPeriodHours: Type.Optional(Type.Integer({ minimum: 0, maximum: 168 })),
   },
   { additionalProperties: false, minProperties: 1 },
@@ -111,6 +112,10 @@ export const SkillMdReplace = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/** One page of a list: its items and the cursor of the next page (null: the last page). */
+const page = <T extends TSchema>(item: T) =>
+  Type.Object({ data: Type.Array(item), nextCursor: Nullable(Type.String()) });
 
 const Endpoint = Type.Object({
   endpointId: Type.String(),
@@ -133,11 +138,11 @@ export const Skill = Type.Object({
   mode: StringEnum(SKILL_MODES),
   type: StringEnum(SKILL_TYPES),
   categories: Type.Array(Type.String()),
-  durationDays: Type.Union([Type.Integer(), Type.Null()]),
-  requiresShipping: Type.Union([Type.Boolean(), Type.Null()]),
+  durationDays: Nullable(Type.Integer()),
+  requiresShipping: Nullable(Type.Boolean()),
   holdPeriodHours: Type.Integer(),
   status: StringEnum(SKILL_STATUSES),
-  statusReason: Type.Union([Type.String(), Type.Null()]),
+  statusReason: Nullable(Type.String()),
   revision: Type.Integer(),
   baseUrl: Type.String({ description: 'the public base URL of the skill: {base_url}/api/v1/skills/<name>' }),
   skillMdUrl: Type.String(),
@@ -148,10 +153,7 @@ export const Skill = Type.Object({
   updatedAt: IsoTime,
 });
 
-export const SkillList = Type.Object({
-  data: Type.Array(Skill),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+export const SkillList = page(Skill);
 
 const CatalogEndpoint = Type.Object({
   path: Type.String(),
@@ -170,8 +172,8 @@ const CatalogSkill = Type.Object({
   type: StringEnum(SKILL_TYPES),
   mode: StringEnum(SKILL_MODES),
   categories: Type.Array(Type.String()),
-  durationDays: Type.Union([Type.Integer(), Type.Null()]),
-  requiresShipping: Type.Union([Type.Boolean(), Type.Null()]),
+  durationDays: Nullable(Type.Integer()),
+  requiresShipping: Nullable(Type.Boolean()),
   baseUrl: Type.String(),
   skillMdUrl: Type.String(),
   apiBaseUrl: Type.Optional(
@@ -180,10 +182,7 @@ const CatalogSkill = Type.Object({
   endpoints: Type.Array(CatalogEndpoint),
 });
 
-export const Catalog = Type.Object({
-  data: Type.Array(CatalogSkill),
-  nextCursor: Type.Union([Type.String(), Type.Null()]),
-});
+export const Catalog = page(CatalogSkill);
 
 export const ListQuery = Type.Object(
   {
