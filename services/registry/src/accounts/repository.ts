@@ -37,27 +37,22 @@ export function toAccount(row: SellerRow) {
     payoutAddress: row.payout_address,
     pendingPayoutAddress:
       row.pending_payout_address && row.pending_payout_effective_at
-        ? {
-            address: row.pending_payout_address,
-            effectiveAt: new Date(row.pending_payout_effective_at).toISOString(),
-          }
+        ? { address: row.pending_payout_address, effectiveAt: iso(row.pending_payout_effective_at) }
         : null,
-    previousApiKeyExpiresAt: row.previous_api_key_expires_at
-      ? new Date(row.previous_api_key_expires_at).toISOString()
-      : null,
+    previousApiKeyExpiresAt: isoOrNull(row.previous_api_key_expires_at),
     apiKey: {
       name: row.api_key_name,
       hint: row.api_key_hint,
       createdAt: iso(row.api_key_created_at),
-      lastUsedAt: row.api_key_last_used_at ? iso(row.api_key_last_used_at) : null,
+      lastUsedAt: isoOrNull(row.api_key_last_used_at),
     },
     previousApiKey:
       row.previous_api_key_expires_at && row.previous_api_key_hash
         ? {
             name: row.previous_api_key_name ?? 'Secret key',
             hint: row.previous_api_key_hint,
-            createdAt: row.previous_api_key_created_at ? iso(row.previous_api_key_created_at) : null,
-            lastUsedAt: row.previous_api_key_last_used_at ? iso(row.previous_api_key_last_used_at) : null,
+            createdAt: isoOrNull(row.previous_api_key_created_at),
+            lastUsedAt: isoOrNull(row.previous_api_key_last_used_at),
             expiresAt: iso(row.previous_api_key_expires_at),
           }
         : null,
@@ -68,6 +63,7 @@ export function toAccount(row: SellerRow) {
 }
 
 const iso = (value: Date | string) => new Date(value).toISOString();
+const isoOrNull = (value: Date | string | null) => (value ? iso(value) : null);
 
 export function toIdentity(row: SellerRow) {
   return {
