@@ -76,7 +76,6 @@ function getAccountRoute(rc: RegistryContext): AnyRoute {
 }
 
 function patchAccountRoute(rc: RegistryContext): AnyRoute {
-  const { config } = rc;
   return defineRoute({
     method: 'patch',
     path: '/api/v1/account',
@@ -89,7 +88,7 @@ function patchAccountRoute(rc: RegistryContext): AnyRoute {
     responses: { '200': AccountPatchResponse },
     handler: async (req, res) => {
       const body = req.body;
-      const now = config.now();
+      const now = rc.config.now();
       // The payout address decides where the money goes: only a fresh signature by the account wallet moves
       // it (a stolen session token or API key must not), through its own route.
       if (body.payoutAddress !== undefined) {
@@ -108,7 +107,7 @@ function patchAccountRoute(rc: RegistryContext): AnyRoute {
         body.webhookUrl === undefined || body.webhookUrl === null
           ? body.webhookUrl
           : await checkSellerUrl('webhookUrl', body.webhookUrl, {
-              production: config.production,
+              production: rc.config.production,
               resolve: rc.resolveHost,
             });
       const change = { ...body, webhookUrl, minimumSettlementMicro };

@@ -92,7 +92,6 @@ function rotateApiKeyRoute(rc: RegistryContext): AnyRoute {
 }
 
 function nameApiKeyRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'patch',
     path: '/api/v1/account/api-key',
@@ -101,9 +100,9 @@ function nameApiKeyRoute(rc: RegistryContext): AnyRoute {
     body: ApiKeyRename,
     responses: { '200': Account },
     handler: async (req, res) => {
-      const row = await ctx.db
+      const row = await rc.ctx.db
         .updateTable('sellers')
-        .set({ api_key_name: req.body.name.trim(), updated_at: config.now() })
+        .set({ api_key_name: req.body.name.trim(), updated_at: rc.config.now() })
         .where('id', '=', currentSeller(req).id)
         .returningAll()
         .executeTakeFirstOrThrow();
@@ -113,7 +112,6 @@ function nameApiKeyRoute(rc: RegistryContext): AnyRoute {
 }
 
 function rotatePublishableKeyRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/account/publishable-key/rotate',
@@ -124,18 +122,17 @@ function rotatePublishableKeyRoute(rc: RegistryContext): AnyRoute {
     responses: { '200': PublishableKeyRotated },
     handler: async (req, res) => {
       requireWalletSession(req.credential, 'rotating the publishable key');
-      const now = config.now();
-      const publishableKey = newPublishableKey(config.production);
+      const now = rc.config.now();
+      const publishableKey = newPublishableKey(rc.config.production);
       const sellerId = currentSeller(req).id;
       // checkout's projection (and every SellerAuth cache) follows this event.
-      await changeCredentials(ctx, sellerId, now, () => ({ publishable_key: publishableKey }));
+      await changeCredentials(rc.ctx, sellerId, now, () => ({ publishable_key: publishableKey }));
       res.json({ publishableKey });
     },
   });
 }
 
 function rotateWebhookSecretRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/account/webhook-secret/rotate',
@@ -145,10 +142,10 @@ function rotateWebhookSecretRoute(rc: RegistryContext): AnyRoute {
     responses: { '200': WebhookSecretRotated },
     handler: async (req, res) => {
       requireWalletSession(req.credential, 'rotating the webhook secret');
-      const now = config.now();
+      const now = rc.config.now();
       const secret = newWebhookSecret();
       const sellerId = currentSeller(req).id;
-      const updated = await changeCredentials(ctx, sellerId, now, (eb) => ({
+      const updated = await changeCredentials(rc.ctx, sellerId, now, (eb) => ({
         webhook_secret_encrypted: rc.secrets.seal(secret),
         webhook_secret_version: eb('webhook_secret_version', '+', 1),
       }));

@@ -145,7 +145,6 @@ export function payoutAddressRoutes(rc: RegistryContext): AnyRoute[] {
 }
 
 function payoutChallengeRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/account/payout-address/challenge',
@@ -156,16 +155,16 @@ function payoutChallengeRoute(rc: RegistryContext): AnyRoute {
     body: PayoutChallengeRequest,
     responses: { '201': PayoutChallenge },
     handler: async (req, res) => {
-      const now = config.now();
+      const now = rc.config.now();
       const seller = currentSeller(req);
-      checkPayoutAddress(req.body.payoutAddress, config.escrowAddress, 'payoutAddress');
-      const { nonce, expiresAt } = await issueNonce(ctx.db, now, config.payoutChallengeTtlMs);
+      checkPayoutAddress(req.body.payoutAddress, rc.config.escrowAddress, 'payoutAddress');
+      const { nonce, expiresAt } = await issueNonce(rc.ctx.db, now, rc.config.payoutChallengeTtlMs);
       const message = payoutChangeMessage({
         domain: rc.siweDomain,
         walletAddress: seller.wallet_address,
         sellerId: seller.id,
         newPayoutAddress: req.body.payoutAddress,
-        chainId: config.chainId,
+        chainId: rc.config.chainId,
         nonce,
         issuedAt: now,
         expiresAt,
@@ -173,16 +172,15 @@ function payoutChallengeRoute(rc: RegistryContext): AnyRoute {
       res.status(201).json({
         message,
         walletAddress: seller.wallet_address,
-        chainId: config.chainId,
+        chainId: rc.config.chainId,
         expiresAt: expiresAt.toISOString(),
-        delaySeconds: Math.ceil(config.payoutAddressDelayMs / 1000),
+        delaySeconds: Math.ceil(rc.config.payoutAddressDelayMs / 1000),
       });
     },
   });
 }
 
 function payoutChangeRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/account/payout-address',
@@ -198,11 +196,11 @@ function payoutChangeRoute(rc: RegistryContext): AnyRoute {
         'refused: not this account or wallet, another domain or chain, expired, used, or not signed by the account wallet (error.code says which)',
     },
     handler: async (req, res) => {
-      const now = config.now();
+      const now = rc.config.now();
       const seller = currentSeller(req);
       const fields = checkPayoutChange(rc, seller, req.body, now);
-      const effectiveAt = new Date(now.getTime() + config.payoutAddressDelayMs);
-      const updated = await ctx.inTransaction((trx) =>
+      const effectiveAt = new Date(now.getTime() + rc.config.payoutAddressDelayMs);
+      const updated = await rc.ctx.inTransaction((trx) =>
         recordPayoutChange(rc, trx, seller.id, fields, { now, effectiveAt }),
       );
       res.json({ account: toAccount(updated), effectiveAt: effectiveAt.toISOString() });
@@ -211,7 +209,6 @@ function payoutChangeRoute(rc: RegistryContext): AnyRoute {
 }
 
 function cancelPayoutChangeRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/account/payout-address/cancel',
@@ -221,8 +218,8 @@ function cancelPayoutChangeRoute(rc: RegistryContext): AnyRoute {
     responses: { '200': Account },
     handler: async (req, res) => {
       requireWalletSession(req.credential, 'cancelling a payout-address change');
-      const now = config.now();
-      const row = await ctx.db
+      const now = rc.config.now();
+      const row = await rc.ctx.db
         .updateTable('sellers')
         .set({ pending_payout_address: null, pending_payout_effective_at: null, updated_at: now })
         .where('id', '=', currentSeller(req).id)

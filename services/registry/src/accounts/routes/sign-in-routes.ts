@@ -162,7 +162,6 @@ export function signInRoutes(rc: RegistryContext): AnyRoute[] {
 }
 
 function nonceRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/auth/siwe/nonce',
@@ -170,20 +169,19 @@ function nonceRoute(rc: RegistryContext): AnyRoute {
     ...NoBody,
     responses: { '201': NonceResponse },
     handler: async (_req, res) => {
-      const { nonce, expiresAt } = await issueNonce(ctx.db, config.now(), config.siweNonceTtlMs);
+      const { nonce, expiresAt } = await issueNonce(rc.ctx.db, rc.config.now(), rc.config.siweNonceTtlMs);
       res.status(201).json({
         nonce,
         expiresAt: expiresAt.toISOString(),
         domain: rc.siweDomain,
-        uri: config.publicBaseUrl,
-        chainId: config.chainId,
+        uri: rc.config.publicBaseUrl,
+        chainId: rc.config.chainId,
       });
     },
   });
 }
 
 function verifyRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/auth/siwe/verify',
@@ -198,15 +196,15 @@ function verifyRoute(rc: RegistryContext): AnyRoute {
     },
     errors: { '401': 'refused sign-in: domain, signature, expiry or nonce (error.code says which)' },
     handler: async (req, res) => {
-      const now = config.now();
+      const now = rc.config.now();
       const message = await checkSignInMessage(rc, req.body, now);
-      const result = await ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
+      const result = await rc.ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
 
       const session = await issueSessionToken(
         result.seller.id,
-        config.sessionSecret,
+        rc.config.sessionSecret,
         now,
-        config.sessionTtlMs,
+        rc.config.sessionTtlMs,
       );
       res.status(result.apiKey ? 201 : 200).json({
         sessionToken: session.token,
@@ -220,7 +218,6 @@ function verifyRoute(rc: RegistryContext): AnyRoute {
 }
 
 function signOutRoute(rc: RegistryContext): AnyRoute {
-  const { ctx, config } = rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/auth/sign-out',
@@ -232,10 +229,10 @@ function signOutRoute(rc: RegistryContext): AnyRoute {
     ...NoBody,
     responses: { '200': SignOutResponse },
     handler: async (req, res) => {
-      const now = config.now();
+      const now = rc.config.now();
       const sellerId = currentSeller(req).id;
       // Every SellerAuth cache drops the seller's resolved sessions on this event.
-      await changeCredentials(ctx, sellerId, now, () => ({ sessions_revoked_at: now }));
+      await changeCredentials(rc.ctx, sellerId, now, () => ({ sessions_revoked_at: now }));
       res.json({ signedOut: true, sessionsRevokedAt: now.toISOString() });
     },
   });

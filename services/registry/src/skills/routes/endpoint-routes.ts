@@ -143,7 +143,6 @@ async function changeEndpoint(
 
 /** Adds an endpoint to the seller's skill (SKILL.md is regenerated). */
 export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
-  const { ctx, config } = kit.rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/manage/skills/:name/endpoints',
@@ -159,9 +158,9 @@ export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
     },
     handler: async (req, res) => {
       const input = checkEndpointInput('', req.body);
-      await idempotent(ctx.db, req, res, currentSeller(req).id, async () => {
-        const now = config.now();
-        const state = await ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
+      await idempotent(kit.rc.ctx.db, req, res, currentSeller(req).id, async () => {
+        const now = kit.rc.config.now();
+        const state = await kit.rc.ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
         kit.validation.kick();
         return { status: 201, body: kit.render(state) };
       });
@@ -170,7 +169,6 @@ export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
 }
 
 export function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
-  const { ctx, config } = kit.rc;
   return defineRoute({
     method: 'patch',
     path: '/api/v1/manage/skills/:name/endpoints/:endpointId',
@@ -188,8 +186,8 @@ export function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
       const endpointId = endpointIdParam(req);
       const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
       const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
-      const now = config.now();
-      const state = await ctx.inTransaction((trx) =>
+      const now = kit.rc.config.now();
+      const state = await kit.rc.ctx.inTransaction((trx) =>
         changeEndpoint(kit, trx, req, endpointId, { ...body, path, priceMicro }, now),
       );
       kit.validation.kick();
@@ -199,7 +197,6 @@ export function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
 }
 
 export function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
-  const { ctx, config } = kit.rc;
   return defineRoute({
     method: 'post',
     path: '/api/v1/manage/skills/:name/endpoints/:endpointId/deactivate',
@@ -211,8 +208,8 @@ export function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
     errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
     handler: async (req, res) => {
       const endpointId = endpointIdParam(req);
-      const now = config.now();
-      const state = await ctx.inTransaction(async (trx) => {
+      const now = kit.rc.config.now();
+      const state = await kit.rc.ctx.inTransaction(async (trx) => {
         const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
         if (!endpoint.active) return current;
         await trx
