@@ -13,7 +13,6 @@ import type { RegistryContext } from './context';
 import { dashboardRoutes } from './dashboard/routes';
 import type { RegistryDatabase } from './db';
 import { rpcResponders } from './rpc';
-import { skillNameRoutes } from './skills/name-routes';
 import { skillRoutes } from './skills/routes';
 import { SkillChecker } from './validation/worker';
 
@@ -49,7 +48,6 @@ export function startRegistry(
         ...payoutAddressRoutes(rc),
         ...keyRoutes(rc),
         ...skillRoutes(rc, checker),
-        ...skillNameRoutes(rc),
         ...dashboardRoutes(),
       ];
       rc.signInLimits.guard(routes);

@@ -11,6 +11,7 @@ import {
   patchSkillRoute,
   replaceSkillMdRoute,
 } from './manage-routes';
+import { skillNameRoute } from './name-routes';
 import {
   archiveSkillRoute,
   retryValidationRoute,
@@ -18,7 +19,7 @@ import {
   unsuspendSkillRoute,
 } from './status-routes';
 
-/** The seller's skills and endpoints, the operator's suspensions and the public catalog. */
+/** The seller's skills and endpoints, the operator's suspensions, the public catalog and the name check. */
 export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): AnyRoute[] {
   const kit = skillRouteKit(rc, validation);
   // The order of the OpenAPI document and of route matching (an earlier route wins), not grouped by file.
@@ -38,5 +39,6 @@ export function skillRoutes(rc: RegistryContext, validation: ValidationKicker): 
     unsuspendSkillRoute,
     catalogRoute,
     catalogSkillMdRoute,
+    skillNameRoute,
   ].map((route) => route(kit));
 }
