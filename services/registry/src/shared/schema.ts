@@ -1,3 +1,5 @@
+import { badRequest } from '@paygate/http';
+import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import { Type } from '@sinclair/typebox';
 
 export { StringEnum } from '@paygate/contracts';
@@ -15,6 +17,16 @@ export const UsdcAmountIn = Type.Union([Type.String({ maxLength: 40 }), Type.Num
   description:
     'decimal USDC amount as a string ("0.05") or a number (0.05); at most 6 decimals, and a number with a fraction at most 15 significant digits (JSON carries no more exactly)',
 });
+/** A UsdcAmountIn value as micro-USDC; a malformed one is a 400 naming the field and the rule it breaks. */
+export function parseUsdcAmountIn(field: string, input: string | number): bigint {
+  try {
+    return parseUsdc(input);
+  } catch (error) {
+    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
+    throw error;
+  }
+}
+
 export const IsoTime = Type.String({ format: 'date-time' });
 
 /** Actions that take no input refuse a body, so a malformed request never changes anything. */

@@ -1,7 +1,7 @@
 import { DEFAULT_HOLD_HOURS } from '@paygate/contracts';
 import { badRequest } from '@paygate/http';
-import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import type { HttpMethod, SkillType } from '../db';
+import { parseUsdcAmountIn } from '../shared/schema';
 
 const CATEGORY_PATTERN = /^[a-z0-9]+([ -][a-z0-9]+)*$/;
 
@@ -26,13 +26,7 @@ export function normalizeCategories(input: string[] | string | undefined): strin
 }
 
 export function parsePrice(field: string, input: string | number): bigint {
-  let micro: bigint;
-  try {
-    micro = parseUsdc(input);
-  } catch (error) {
-    if (error instanceof MoneyFormatError) throw badRequest(field, error.rule);
-    throw error;
-  }
+  const micro = parseUsdcAmountIn(field, input);
   if (micro <= 0n) throw badRequest(field, 'must be greater than 0');
   return micro;
 }

@@ -1,25 +1,14 @@
-import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
-import { parseUsdc } from '@paygate/money';
+import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import { RegistryReason } from '../../reasons';
+import { parseUsdcAmountIn } from '../../shared/schema';
 import { newWebhookSecret } from '../../shared/secrets';
 import { checkSellerUrl } from '../../shared/urls';
 import { changeSeller, toAccount } from '../repository';
 import { Account, AccountPatch, AccountPatchResponse } from '../schemas';
-
-/** minimumSettlement as micro-USDC; 400 naming the field and its rule. */
-function parseMinimumSettlement(value: string | number): bigint {
-  try {
-    return parseUsdc(value);
-  } catch (error) {
-    const rule = (error as { rule?: string }).rule;
-    const message = `minimumSettlement ${rule ?? 'is invalid'}`;
-    throw badRequest('minimumSettlement', rule ?? 'must be a decimal USDC amount', message);
-  }
-}
 
 /** The checked settings written together; the signing secret is created with the first webhook URL (shown once). */
 async function applyAccountPatch(
@@ -102,7 +91,9 @@ function patchAccountRoute(rc: RegistryContext): AnyRoute {
       // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
       if (body.webhookUrl !== undefined) requireWalletSession(req.credential, 'changing the webhook URL');
       const minimumSettlementMicro =
-        body.minimumSettlement === undefined ? undefined : parseMinimumSettlement(body.minimumSettlement);
+        body.minimumSettlement === undefined
+          ? undefined
+          : parseUsdcAmountIn('minimumSettlement', body.minimumSettlement);
       const webhookUrl =
         body.webhookUrl === undefined || body.webhookUrl === null
           ? body.webhookUrl
