@@ -1,14 +1,15 @@
 import { badRequest } from '@paygate/http';
-import { type HostResolver, publicUrlProblem } from '@paygate/net';
+import { publicUrlProblem } from '@paygate/net';
+import type { RegistryContext } from '../context';
 
 /**
  * Checks a seller-supplied URL (apiBaseUrl, webhookUrl): absolute http(s), no credentials, query or fragment,
  * and in production https to a public address. Returns it without a trailing slash.
  */
 export async function checkSellerUrl(
+  rc: Pick<RegistryContext, 'config' | 'resolveHost'>,
   field: string,
   value: string,
-  options: { production: boolean; resolve?: HostResolver },
 ): Promise<string> {
   let url: URL;
   try {
@@ -21,8 +22,8 @@ export async function checkSellerUrl(
   if (url.username || url.password) throw badRequest(field, 'must not contain credentials');
   if (url.search || url.hash || value.includes('?') || value.includes('#'))
     throw badRequest(field, 'must not contain a query or fragment');
-  if (options.production) {
-    const problem = await publicUrlProblem(url, options.resolve);
+  if (rc.config.production) {
+    const problem = await publicUrlProblem(url, rc.resolveHost);
     if (problem) throw badRequest(field, problem);
   }
   return url.toString().replace(/\/+$/, '');

@@ -97,10 +97,7 @@ function patchAccountRoute(rc: RegistryContext): AnyRoute {
       const webhookUrl =
         body.webhookUrl === undefined || body.webhookUrl === null
           ? body.webhookUrl
-          : await checkSellerUrl('webhookUrl', body.webhookUrl, {
-              production: rc.config.production,
-              resolve: rc.resolveHost,
-            });
+          : await checkSellerUrl(rc, 'webhookUrl', body.webhookUrl);
       const change = { ...body, webhookUrl, minimumSettlementMicro };
       const result = await applyAccountPatch(rc, currentSeller(req).id, now, change);
       res.json({

@@ -120,14 +120,9 @@ function patchedTypeFields(skill: SkillRow, body: Static<typeof SkillPatch>): Ty
   });
 }
 
-/** The skill's API base URL: a public https URL in production (resolved), http(s) otherwise. */
-function checkApiBaseUrl(rc: SkillRouteKit['rc'], value: string): Promise<string> {
-  return checkSellerUrl('apiBaseUrl', value, { production: rc.config.production, resolve: rc.resolveHost });
-}
-
 /** The checked parts of a new skill: its URL, type fields, categories and endpoints (routes unique, unambiguous). */
 async function checkNewSkill(rc: SkillRouteKit['rc'], body: Static<typeof SkillCreate>) {
-  const apiBaseUrl = await checkApiBaseUrl(rc, body.apiBaseUrl);
+  const apiBaseUrl = await checkSellerUrl(rc, 'apiBaseUrl', body.apiBaseUrl);
   const typeFields = checkTypeFields({
     type: body.type,
     durationDays: body.durationDays ?? null,
@@ -289,7 +284,7 @@ export function patchSkillRoute(kit: SkillRouteKit): AnyRoute {
     handler: async (req, res) => {
       const body = req.body;
       const apiBaseUrl =
-        body.apiBaseUrl === undefined ? undefined : await checkApiBaseUrl(rc, body.apiBaseUrl);
+        body.apiBaseUrl === undefined ? undefined : await checkSellerUrl(rc, 'apiBaseUrl', body.apiBaseUrl);
       const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
       const now = rc.config.now();
       const state = await rc.ctx.inTransaction((trx) =>
