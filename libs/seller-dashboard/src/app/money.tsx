@@ -3,7 +3,7 @@ import { RefundRequestsSection } from './refunds';
 import { SettlementsSection } from './settlements';
 import { TransactionsSection } from './transaction-list';
 import type { Balances } from './types';
-import { LoadState, useGet } from './ui';
+import { Figure, LoadState, useGet } from './ui';
 
 export function MoneyPage() {
   return (
@@ -33,13 +33,14 @@ function BalancesCard() {
         {(data) => (
           <div class="balances">
             {items.map(([key, label, hint]) => (
-              <article key={key} class="balance">
-                <h3>{label}</h3>
-                <p class="amount" data-testid={`balance-${key}`}>
-                  {usd(data[key])}
-                </p>
-                <small>{hint}</small>
-              </article>
+              <Figure
+                key={key}
+                class="balance"
+                label={label}
+                value={usd(data[key])}
+                hint={hint}
+                testId={`balance-${key}`}
+              />
             ))}
           </div>
         )}

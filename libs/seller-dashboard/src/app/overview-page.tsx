@@ -6,7 +6,7 @@ import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
 import type { Account, Balances, Page, Skill, Transaction } from './types';
-import { Address, Empty, Link, type Loaded, LoadState, useGet, useLoad } from './ui';
+import { Address, Empty, Figure, Link, type Loaded, LoadState, useGet, useLoad } from './ui';
 
 export const CHART_DAYS = 30;
 /** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
@@ -83,18 +83,23 @@ function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
             <div class="figures">
               <Figure
                 label="Gross"
-                value={figures!.gross}
+                value={usd(figures!.gross)}
                 hint={`${figures!.count} payment${figures!.count === 1 ? '' : 's'}`}
-                testId="gross"
+                testId="figure-gross"
               />
-              <Figure label="Refunds" value={figures!.refunds} hint="sent back to buyers" testId="refunds" />
+              <Figure
+                label="Refunds"
+                value={usd(figures!.refunds)}
+                hint="sent back to buyers"
+                testId="figure-refunds"
+              />
               <Figure
                 label="Fees"
-                value={figures!.fees}
+                value={usd(figures!.fees)}
                 hint="Paygate's 5%, less fees returned"
-                testId="fees"
+                testId="figure-fees"
               />
-              <Figure label="Net" value={figures!.net} hint="what you get" testId="net" />
+              <Figure label="Net" value={usd(figures!.net)} hint="what you get" testId="figure-net" />
             </div>
             {rows.length === 0 ? (
               <Empty>
@@ -111,18 +116,6 @@ function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
   );
 }
 
-function Figure(props: { label: string; value: string; hint: string; testId: string }) {
-  return (
-    <article>
-      <h3>{props.label}</h3>
-      <p class="amount" data-testid={`figure-${props.testId}`}>
-        {usd(props.value)}
-      </p>
-      <small>{props.hint}</small>
-    </article>
-  );
-}
-
 function NextPayout(props: { balances: Balances; account: Account }) {
   const { balances, account } = props;
   const available = parseUsdc(balances.available);
@@ -133,38 +126,35 @@ function NextPayout(props: { balances: Balances; account: Account }) {
   const percent = minimum > 0n ? Number((available * 100n) / minimum) : available > 0n ? 100 : 0;
   return (
     <div class="figures">
-      <article>
-        <h3>Available</h3>
-        <p class="amount" data-testid="overview-available">
-          {usd(balances.available)}
-        </p>
+      <Figure
+        label="Available"
+        value={usd(balances.available)}
+        testId="overview-available"
+        hintTestId="overview-minimum"
+        hint={
+          reached
+            ? `at or above your ${usd(account.minimumSettlement)} minimum`
+            : `${usd(account.minimumSettlement)} minimum: smaller balances wait for a later period`
+        }
+      >
         <progress
           class="minimum"
           value={Math.min(100, percent)}
           max={100}
           aria-label="Available against the minimum"
         />
-        <small data-testid="overview-minimum">
-          {reached
-            ? `at or above your ${usd(account.minimumSettlement)} minimum`
-            : `${usd(account.minimumSettlement)} minimum: smaller balances wait for a later period`}
-        </small>
-      </article>
-      <article>
-        <h3>Next payout run</h3>
-        <p class="amount" data-testid="overview-next-payout">
-          {dayLabel(next)}
-        </p>
-        <small>
-          {account.settlementFrequency.toLowerCase()}, after {dateTime(next.toISOString())}
-          {reached ? '' : '; only if the minimum is reached by then'}
-        </small>
-      </article>
-      <article>
-        <h3>Held</h3>
-        <p class="amount">{usd(balances.held)}</p>
-        <small>in escrow, released after each skill's hold period</small>
-      </article>
+      </Figure>
+      <Figure
+        label="Next payout run"
+        value={dayLabel(next)}
+        testId="overview-next-payout"
+        hint={`${account.settlementFrequency.toLowerCase()}, after ${dateTime(next.toISOString())}${reached ? '' : '; only if the minimum is reached by then'}`}
+      />
+      <Figure
+        label="Held"
+        value={usd(balances.held)}
+        hint="in escrow, released after each skill's hold period"
+      />
     </div>
   );
 }

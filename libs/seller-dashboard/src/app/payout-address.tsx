@@ -47,7 +47,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
           {payout.walletProblem}
         </p>
       )}
-      {action.error && !Object.keys(errors).length ? <ErrorNote error={action.error} /> : null}
+      <ErrorNote error={action.error} unlessOnAField />
       <form
         onSubmit={(event) => {
           event.preventDefault();

@@ -120,7 +120,7 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
           onValue={form.setReason}
         />
       </div>
-      {save.error && !Object.keys(fieldErrors(save.error)).length ? <ErrorNote error={save.error} /> : null}
+      <ErrorNote error={save.error} unlessOnAField />
       <div class="actions">
         <button type="submit" disabled={save.busy} aria-busy={save.busy}>
           {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}

@@ -33,14 +33,46 @@ export function SettingsPage() {
   );
 }
 
+/** A change of the account saved (PATCH /api/v1/account), and "saved" said until the form changes again. */
+function useAccountSave(onSaved: (account: Account) => void) {
+  const { api } = useDashboard();
+  const [saved, setSaved] = useState(false);
+  const save = useAction();
+  const patch = async (event: Event, body: Record<string, unknown>) => {
+    event.preventDefault();
+    const result = await save.run(() =>
+      api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', { body }),
+    );
+    if (!result) return undefined;
+    setSaved(true);
+    onSaved(result.account);
+    return result;
+  };
+  return { saved, setSaved, save, errors: fieldErrors(save.error), patch };
+}
+
 /** `onSaved`: the account as saved (a secret shown once replaces the page, and the form comes back from it). */
 function PayoutSettings(props: {
   account: Account;
   onSaved: (account: Account) => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
-  const { form, setForm, saved, setSaved, save, submit } = usePayoutSettingsForm(props);
-  const errors = fieldErrors(save.error);
+  const a = props.account;
+  const [form, setForm] = useState({
+    webhookUrl: a.webhookUrl ?? '',
+    settlementFrequency: a.settlementFrequency,
+    minimumSettlement: a.minimumSettlement,
+  });
+  const { saved, setSaved, save, errors, patch } = useAccountSave(props.onSaved);
+  const submit = async (event: Event) => {
+    const result = await patch(event, {
+      webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
+      settlementFrequency: form.settlementFrequency,
+      minimumSettlement: form.minimumSettlement.trim(),
+    });
+    if (result?.webhookSecret)
+      props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
+  };
   const input = (key: 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
     <TextField
       id={`acct-${key}`}
@@ -60,7 +92,7 @@ function PayoutSettings(props: {
       <h2 id="payout-title">Settlements and webhooks</h2>
       <form onSubmit={submit}>
         {saved && <Notice>Settings saved.</Notice>}
-        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <ErrorNote error={save.error} unlessOnAField />
         {input(
           'webhookUrl',
           'Webhook URL',
@@ -94,59 +126,16 @@ function PayoutSettings(props: {
   );
 }
 
-/** The webhook URL and settlement settings being edited, and their save (a new webhook URL's secret shown once). */
-function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
-  const { api } = useDashboard();
-  const a = props.account;
-  const [form, setForm] = useState({
-    webhookUrl: a.webhookUrl ?? '',
-    settlementFrequency: a.settlementFrequency,
-    minimumSettlement: a.minimumSettlement,
-  });
-  const [saved, setSaved] = useState(false);
-  const save = useAction();
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    const result = await save.run(() =>
-      api.request<{ account: Account; webhookSecret?: string }>('PATCH', '/api/v1/account', {
-        body: {
-          webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
-          settlementFrequency: form.settlementFrequency,
-          minimumSettlement: form.minimumSettlement.trim(),
-        },
-      }),
-    );
-    if (!result) return;
-    setSaved(true);
-    props.onSaved(result.account);
-    if (result.webhookSecret)
-      props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
-  };
-  return { form, setForm, saved, setSaved, save, submit };
-}
-
 /** How the seller's checkout sessions are told apart (a unique exact amount, or a deposit address each). */
 function CheckoutSettings(props: { account: Account; onSaved: (account: Account) => void }) {
-  const { api } = useDashboard();
   const [matching, setMatching] = useState(props.account.checkoutMatching);
-  const [saved, setSaved] = useState(false);
-  const save = useAction();
-  const errors = fieldErrors(save.error);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    const result = await save.run(() =>
-      api.request<{ account: Account }>('PATCH', '/api/v1/account', { body: { checkoutMatching: matching } }),
-    );
-    if (!result) return;
-    setSaved(true);
-    props.onSaved(result.account);
-  };
+  const { saved, setSaved, save, errors, patch } = useAccountSave(props.onSaved);
   return (
     <section aria-labelledby="checkout-title">
       <h2 id="checkout-title">Checkout</h2>
-      <form onSubmit={submit}>
+      <form onSubmit={(event) => patch(event, { checkoutMatching: matching })}>
         {saved && <Notice>Checkout setting saved.</Notice>}
-        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <ErrorNote error={save.error} unlessOnAField />
         <SelectField
           id="acct-checkoutMatching"
           label="How buyers' payments are told apart"

@@ -40,13 +40,13 @@ function SkillForm(props: { name?: string; draft: SkillDraft; setDraft: (draft: 
   const editing = props.name !== undefined;
   const [nameTouched, setNameTouched] = useState(false);
   const nameCheck = useNameAvailability(editing ? undefined : draft.name);
-  const { save, errors, apiErrors, submit } = useSkillSave(props.name, draft, nameCheck.taken);
+  const { save, errors, submit } = useSkillSave(props.name, draft, nameCheck.taken);
   const set = (patch: Partial<SkillDraft>) => props.setDraft({ ...draft, ...patch });
   return (
     <section aria-labelledby="editor-title">
       <h1 id="editor-title">{editing ? `Edit ${props.name}` : 'New skill'}</h1>
       <form onSubmit={submit} noValidate>
-        {save.error && !Object.keys(apiErrors).length ? <ErrorNote error={save.error} /> : null}
+        <ErrorNote error={save.error} unlessOnAField />
         <FormErrorSummary errors={errors} />
         <AboutFieldset
           draft={draft}
@@ -105,7 +105,7 @@ function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: bo
     );
     if (saved) navigate(`/skills/${saved.name}`);
   };
-  return { save, errors: { ...apiErrors, ...localErrors }, apiErrors, submit };
+  return { save, errors: { ...apiErrors, ...localErrors }, submit };
 }
 
 /** Moves the focus (and the view) to the first of these controls that is on the page. */

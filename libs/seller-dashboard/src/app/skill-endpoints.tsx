@@ -126,7 +126,7 @@ function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: 
           onValue={setDescription}
         />
       </div>
-      {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+      <ErrorNote error={save.error} unlessOnAField />
       <div class="actions">
         <button type="submit" class="outline" disabled={save.busy}>
           Save endpoint
@@ -201,7 +201,7 @@ export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => vo
           errors={errors}
           onChange={(p) => setEndpoint({ ...endpoint, ...p })}
         />
-        {save.error && !Object.keys(errors).length ? <ErrorNote error={save.error} /> : null}
+        <ErrorNote error={save.error} unlessOnAField />
         <button type="submit" disabled={save.busy}>
           Add endpoint
         </button>

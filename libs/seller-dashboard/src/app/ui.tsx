@@ -1,6 +1,6 @@
 import { type ComponentChildren, Fragment } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, plainMessage, type Query } from './api';
+import { ApiError, fieldErrors, plainMessage, type Query } from './api';
 import { useDashboard } from './context';
 import { checksummed } from './format';
 import { href, navigate } from './router';
@@ -93,8 +93,32 @@ export function Empty(props: { children: ComponentChildren }) {
   return <p class="empty">{props.children}</p>;
 }
 
-export function ErrorNote(props: { error: unknown; onRetry?: () => void }) {
+/** An amount with its label and what it means (a balance, a figure); `children` go between the two. */
+export function Figure(props: {
+  label: string;
+  value: ComponentChildren;
+  hint: ComponentChildren;
+  testId?: string;
+  hintTestId?: string;
+  class?: string;
+  children?: ComponentChildren;
+}) {
+  return (
+    <article class={props.class}>
+      <h3>{props.label}</h3>
+      <p class="amount" data-testid={props.testId}>
+        {props.value}
+      </p>
+      {props.children}
+      <small data-testid={props.hintTestId}>{props.hint}</small>
+    </article>
+  );
+}
+
+/** `unlessOnAField`: not shown for an error the API names a field of (that field shows it). */
+export function ErrorNote(props: { error: unknown; onRetry?: () => void; unlessOnAField?: boolean }) {
   if (!props.error) return null;
+  if (props.unlessOnAField && Object.keys(fieldErrors(props.error)).length) return null;
   return (
     <p class="error-note" role="alert">
       {plainMessage(props.error)}{' '}
