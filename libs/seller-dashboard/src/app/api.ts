@@ -1,5 +1,6 @@
 // The public REST API under the same origin, with the SIWE session token (every seller route accepts it).
 import { ApiError, requestJson } from '@paygate/browser-api';
+import { WalletError } from './wallet';
 
 export { ApiError };
 
@@ -68,8 +69,9 @@ export function createApiClient(options: {
   };
 }
 
-/** A message for a person: what went wrong in plain words, with the API's own message where it is clear. */
+/** A message for a person: what went wrong in plain words, with the API's (or the wallet's) own where it is clear. */
 export function plainMessage(error: unknown): string {
+  if (error instanceof WalletError) return error.message;
   if (!(error instanceof ApiError)) return 'Something went wrong. Try again.';
   if (error.status === 0) return error.message;
   if (error.status === 401) return 'Your session has ended. Sign in again.';

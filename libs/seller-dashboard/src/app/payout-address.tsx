@@ -7,7 +7,7 @@ import { toChecksumAddress } from './siwe';
 import type { Account } from './types';
 import { Address, ErrorNote, Notice, useAction } from './ui';
 import { TextField } from './ui-forms';
-import { browserWallet, signWithAccountWallet, WalletError } from './wallet';
+import { browserWallet, signWithAccountWallet } from './wallet';
 
 /** 172800 → "48 hours"; 90 → "2 minutes". */
 function duration(seconds: number): string {
@@ -42,11 +42,6 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
         </p>
       )}
       {payout.notice && <Notice>{payout.notice}</Notice>}
-      {payout.walletProblem && (
-        <p role="alert" class="error-note">
-          {payout.walletProblem}
-        </p>
-      )}
       <ErrorNote error={action.error} unlessOnAField />
       <form
         onSubmit={(event) => {
@@ -77,12 +72,10 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
   const { api } = useDashboard();
   const [address, setAddress] = useState(checksummed(a.pendingPayoutAddress?.address ?? a.payoutAddress));
   const [notice, setNotice] = useState<string>();
-  const [walletProblem, setWalletProblem] = useState<string>();
   const action = useAction();
   const confirm = useConfirm();
   const change = async () => {
     setNotice(undefined);
-    setWalletProblem(undefined);
     const result = await action.run(async () => {
       // The API checks the address first (and names its rule); the seller then sees exactly what is signed.
       const challenge = await api.request<{ message: string; delaySeconds: number }>(
@@ -93,16 +86,7 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
       const checksummed = toChecksumAddress(address.trim());
       const answer = await confirm.ask(payoutChangeQuestion(a, checksummed, challenge.delaySeconds));
       if (!answer) return undefined;
-      // What the wallet refused (or no wallet) is said apart from what the API answered.
-      const signature = await signWithAccountWallet(
-        browserWallet(),
-        a.walletAddress,
-        challenge.message,
-      ).catch((error) => {
-        if (!(error instanceof WalletError)) throw error;
-        setWalletProblem(error.message);
-      });
-      if (signature === undefined) return undefined;
+      const signature = await signWithAccountWallet(browserWallet(), a.walletAddress, challenge.message);
       return api.request<{ account: Account; effectiveAt: string }>(
         'POST',
         '/api/v1/account/payout-address',
@@ -126,7 +110,7 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
     setNotice('Pending payout address change cancelled.');
   };
   const errors = fieldErrors(action.error);
-  return { address, setAddress, notice, walletProblem, action, errors, confirm, change, cancel };
+  return { address, setAddress, notice, action, errors, confirm, change, cancel };
 }
 
 /** What the seller sees before the wallet signs: the full new address, the current one, and when it applies. */

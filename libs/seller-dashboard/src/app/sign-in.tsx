@@ -8,7 +8,6 @@ import {
   discoverWallets,
   type Eip1193Provider,
   signInWithWallet,
-  WalletError,
 } from './wallet';
 
 export function SignIn(props: {
@@ -22,8 +21,6 @@ export function SignIn(props: {
     chooseWallet(wallet);
     await action.run(async () => props.onSignedIn(await signInWithWallet(wallet, props.api)));
   };
-  // What the wallet refused is said apart from what the API answered.
-  const walletProblem = action.error instanceof WalletError ? action.error.message : undefined;
   const busy = action.busy;
   return (
     <main id="main" class="container sign-in">
@@ -56,12 +53,7 @@ export function SignIn(props: {
             Coinbase Wallet): it appears here as soon as it announces itself.
           </p>
         )}
-        {walletProblem && (
-          <p role="alert" class="error-note">
-            {walletProblem}
-          </p>
-        )}
-        <ErrorNote error={walletProblem ? undefined : action.error} />
+        <ErrorNote error={action.error} />
         <p>
           <small>
             Everything here is also in the REST API (<a href="/api/v1/openapi.json">OpenAPI document</a>),
