@@ -1,6 +1,7 @@
 /**
  * The browser's one way to Paygate's REST API (checkout widget, seller dashboard; nothing but fetch,
- * AbortController and timers): a request with a deadline that covers the body too, failures read into an ApiError.
+ * AbortController, timers and crypto.getRandomValues): a request with a deadline that covers the body too,
+ * failures read into an ApiError.
  */
 
 /** The API's error shape (the `error` of a failed answer's body). */
@@ -106,4 +107,11 @@ export async function requestJson<T>(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** An Idempotency-Key for a creating request: a retried click or dialog sends the same one, and creates once. */
+export function newIdempotencyKey(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }

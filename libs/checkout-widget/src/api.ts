@@ -1,19 +1,12 @@
-import { ApiError, requestJson } from '@paygate/browser-api';
+import { ApiError, newIdempotencyKey, requestJson } from '@paygate/browser-api';
 import type { CheckoutSession } from './types';
 
 const REQUEST_TIMEOUT_MS = 10_000;
 
-export { ApiError };
+export { ApiError, newIdempotencyKey };
 
 function call(url: string, init: RequestInit): Promise<CheckoutSession> {
   return requestJson<CheckoutSession>(url, init, { timeoutMs: REQUEST_TIMEOUT_MS });
-}
-
-/** One random key per opened dialog: a retried session creation is the same session. */
-export function newIdempotencyKey(): string {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** POST /api/v1/checkout/sessions with the publishable key; a retried click reuses its Idempotency-Key. */

@@ -11,7 +11,7 @@ import type {
   Eip1193Provider,
   PaymentResult,
 } from './types';
-import { payWithProvider, type WalletError } from './wallet';
+import { injectedWallet, payWithProvider } from './wallet';
 
 const PAID_STATUSES = new Set(['paid', 'paid_late', 'overpaid']);
 
@@ -126,10 +126,7 @@ export class CheckoutFlow {
       amountMicro,
     });
     const qrSvg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 1 });
-    const provider =
-      this.options.ethereum === undefined
-        ? ((window as unknown as { ethereum?: Eip1193Provider }).ethereum ?? null)
-        : this.options.ethereum;
+    const provider = this.options.ethereum === undefined ? (injectedWallet() ?? null) : this.options.ethereum;
     if (!this.dialog) return;
     this.dialog.showPayment({
       description: session.description,
@@ -152,7 +149,7 @@ export class CheckoutFlow {
       const txHash = await payWithProvider(provider, this.current, amountMicro);
       this.dialog?.setStatus('loading', `Payment sent (${txHash}); waiting for confirmation…`);
     } catch (error) {
-      const e = error as WalletError;
+      const e = error as ApiError;
       this.dialog?.setStatus('error', e.message);
       this.report({ code: e.code ?? 'wallet_failed', message: e.message, session: this.current });
     }

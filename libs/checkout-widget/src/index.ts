@@ -3,6 +3,7 @@ import { ApiError } from './api';
 import { CheckoutFlow } from './flow';
 import { fetchRefundRequest, fileRefundRequest, type RefundRequestView, type RefundTarget } from './refunds';
 import type { CheckoutOptions, CheckoutSession, Eip1193Provider } from './types';
+import { injectedWallet } from './wallet';
 
 export { ApiError } from './api';
 export type { RefundRequestStatus, RefundRequestView, RefundTarget } from './refunds';
@@ -56,7 +57,7 @@ export async function requestRefund(
   request: RefundTarget & { reason: string; baseUrl?: string; ethereum?: Eip1193Provider },
 ): Promise<RefundRequestView> {
   const { reason, baseUrl, ethereum, ...target } = request;
-  const provider = ethereum ?? (window as unknown as { ethereum?: Eip1193Provider }).ethereum ?? undefined;
+  const provider = ethereum ?? injectedWallet();
   if (!provider) throw new ApiError(0, 'wallet_unavailable', 'no browser wallet to sign the request');
   return fileRefundRequest(defaultBaseUrl(baseUrl), provider, target as RefundTarget, reason);
 }

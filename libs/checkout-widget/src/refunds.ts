@@ -5,8 +5,9 @@ import {
   type RefundRequestView,
   type RefundTarget,
 } from '@paygate/agent-client/refunds';
-import { ApiError, requestJson } from '@paygate/browser-api';
+import { requestJson } from '@paygate/browser-api';
 import type { Eip1193Provider } from './types';
+import { walletChainId, withWalletAccount } from './wallet';
 
 /**
  * Buyer refund requests from the page the buyer paid on, the browser twin of agent-client's `agent.requestRefund`:
@@ -49,32 +50,17 @@ export async function fileRefundRequest(
   target: RefundTarget,
   reason: string,
 ): Promise<RefundRequestView> {
-  let signature: string;
-  let signing: RefundRequestSigning;
-  try {
-    const accounts = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
-    const account = accounts?.[0];
-    if (!account) throw new ApiError(0, 'wallet_unavailable', 'the wallet returned no account');
+  const signed = await withWalletAccount(provider, { verb: 'sign', what: 'request' }, async (account) => {
     // Signed for the chain the wallet is on (the one it paid on); the ledger refuses another chain by name.
-    signing = newRefundRequestSigning(
-      Number(BigInt(String(await provider.request({ method: 'eth_chainId' })))),
-    );
-    signature = String(
-      await provider.request({
-        method: 'personal_sign',
-        params: [utf8Hex(refundRequestMessage(target, reason, signing)), account],
-      }),
-    );
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
-    const e = error as { code?: number; message?: string };
-    if (e?.code === 4001) throw new ApiError(0, 'wallet_rejected', 'the request was rejected in the wallet');
-    throw new ApiError(0, 'wallet_failed', e?.message ?? 'the wallet could not sign the request');
-  }
+    const signing = newRefundRequestSigning(Number(await walletChainId(provider)));
+    const message = utf8Hex(refundRequestMessage(target, reason, signing));
+    const signature = String(await provider.request({ method: 'personal_sign', params: [message, account] }));
+    return { ...signing, signature };
+  });
   return refundApi(`${baseUrl}/api/v1/refund-requests`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ ...target, reason, ...signing, signature }),
+    body: JSON.stringify({ ...target, reason, ...signed }),
   });
 }
 

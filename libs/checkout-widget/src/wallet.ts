@@ -1,3 +1,4 @@
+import { ApiError } from '@paygate/browser-api';
 import type { CheckoutSession, Eip1193Provider } from './types';
 
 /** ERC-20 transfer(address,uint256) call data, without any library. */
@@ -7,12 +8,39 @@ export function transferCallData(to: string, amountMicro: bigint): string {
   return `0xa9059cbb${address}${amount}`;
 }
 
-export class WalletError extends Error {
-  constructor(
-    readonly code: 'wallet_unavailable' | 'wallet_rejected' | 'wallet_failed',
-    message: string,
-  ) {
-    super(message);
+/** The page's injected wallet (window.ethereum), when there is one. */
+export function injectedWallet(): Eip1193Provider | undefined {
+  return (window as unknown as { ethereum?: Eip1193Provider }).ethereum;
+}
+
+export async function walletChainId(provider: Eip1193Provider): Promise<bigint> {
+  return BigInt(String(await provider.request({ method: 'eth_chainId' })));
+}
+
+/**
+ * Runs `use` with the wallet's first account; a refusal or failure becomes an ApiError (status 0, `wallet_*`
+ * code) that names what was asked: "the payment was rejected in the wallet", "the wallet could not send the payment".
+ */
+export async function withWalletAccount<T>(
+  provider: Eip1193Provider,
+  asked: { verb: string; what: string },
+  use: (account: string) => Promise<T>,
+): Promise<T> {
+  try {
+    const accounts = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
+    const account = accounts?.[0];
+    if (!account) throw new ApiError(0, 'wallet_unavailable', 'the wallet returned no account');
+    return await use(account);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    const e = error as { code?: number; message?: string };
+    if (e?.code === 4001)
+      throw new ApiError(0, 'wallet_rejected', `the ${asked.what} was rejected in the wallet`);
+    throw new ApiError(
+      0,
+      'wallet_failed',
+      e?.message ?? `the wallet could not ${asked.verb} the ${asked.what}`,
+    );
   }
 }
 
@@ -20,19 +48,15 @@ export class WalletError extends Error {
  * Sends exactly the session's amount of USDC to its wallet through an EIP-1193 provider: asks for an account,
  * switches to the session's chain if needed, and returns the transaction hash.
  */
-export async function payWithProvider(
+export function payWithProvider(
   provider: Eip1193Provider,
   session: CheckoutSession,
   amountMicro: bigint,
 ): Promise<string> {
-  try {
-    const accounts = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
-    const from = accounts?.[0];
-    if (!from) throw new WalletError('wallet_unavailable', 'the wallet returned no account');
-    const chainHex = `0x${session.chainId.toString(16)}`;
-    const current = String(await provider.request({ method: 'eth_chainId' }));
-    if (BigInt(current) !== BigInt(session.chainId)) {
-      await provider.request({ method: 'wallet_switchEthereumChain', params: [{ chainId: chainHex }] });
+  return withWalletAccount(provider, { verb: 'send', what: 'payment' }, async (from) => {
+    if ((await walletChainId(provider)) !== BigInt(session.chainId)) {
+      const chainId = `0x${session.chainId.toString(16)}`;
+      await provider.request({ method: 'wallet_switchEthereumChain', params: [{ chainId }] });
     }
     const txHash = await provider.request({
       method: 'eth_sendTransaction',
@@ -46,10 +70,5 @@ export async function payWithProvider(
       ],
     });
     return String(txHash);
-  } catch (error) {
-    if (error instanceof WalletError) throw error;
-    const e = error as { code?: number; message?: string };
-    if (e?.code === 4001) throw new WalletError('wallet_rejected', 'the payment was rejected in the wallet');
-    throw new WalletError('wallet_failed', e?.message ?? 'the wallet could not send the payment');
-  }
+  });
 }

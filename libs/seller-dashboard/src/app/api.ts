@@ -1,8 +1,8 @@
 // The public REST API under the same origin, with the SIWE session token (every seller route accepts it).
-import { ApiError, requestJson } from '@paygate/browser-api';
+import { ApiError, newIdempotencyKey, requestJson } from '@paygate/browser-api';
 import { WalletError } from './wallet';
 
-export { ApiError };
+export { ApiError, newIdempotencyKey };
 
 export type Query = Record<string, string | number | undefined | null>;
 
@@ -128,10 +128,4 @@ export function fieldErrors(error: unknown): Record<string, string> {
   if (!(error instanceof ApiError) || !error.field) return {};
   const key = error.field.replace(/^\/|^body\./, '').replace(/\//g, '.');
   return { [key]: `${humanField(error.field)} ${fieldRule(error)}` };
-}
-
-export function newIdempotencyKey(): string {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
