@@ -1,10 +1,10 @@
-import { formatUsdcExact } from '@paygate/money';
 import { ApiError } from './api';
 import { CheckoutFlow } from './flow';
 import { fetchRefundRequest, fileRefundRequest, type RefundRequestView, type RefundTarget } from './refunds';
 import type { CheckoutOptions, CheckoutSession, Eip1193Provider } from './types';
 import { injectedWallet } from './wallet';
 
+export { formatUsdcExact } from '@paygate/money';
 export { ApiError } from './api';
 export type { RefundRequestStatus, RefundRequestView, RefundTarget } from './refunds';
 export { refundRequestMessage } from './refunds';
@@ -120,5 +120,3 @@ export function createCheckout(options: CheckoutOptions): Checkout {
     },
   };
 }
-
-export { formatUsdcExact };

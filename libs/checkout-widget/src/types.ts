@@ -28,16 +28,12 @@ export interface CheckoutSession {
    */
   exactAmount: string;
   paidAmount: string | null;
-  /**
-   * Where the buyer sends it, never the agent escrow of 402 payments. `matching: 'amount'`: the checkout wallet all
-   * sessions share; `'deposit_address'`: this session's own address.
-   */
+  /** Where the buyer sends it (never the agent escrow of 402 payments): the shared checkout wallet, or its own. */
   walletAddress: string;
   /**
-   * What identifies the payment. `amount` (the default): the exact amount, on the shared checkout wallet.
-   * `deposit_address` (a seller's choice, for buyers whose exchange cannot send an odd amount, or a price whose
-   * unique amounts are all held): the address, which is this session's alone. Checkout always sends it; absent
-   * only in events from before it (read as `amount`).
+   * What identifies the payment: its exact amount on the shared wallet (`amount`), or this session's own address
+   * (`deposit_address`: for buyers whose exchange cannot send an odd amount, or a price whose unique amounts are
+   * all held). Absent: read as `amount`.
    */
   matching?: CheckoutMatching;
   network: 'base' | 'base-sepolia' | 'local';
