@@ -40,7 +40,7 @@ export interface RequestJsonOptions {
 }
 
 /** The error of a failed answer, from the API's one error shape, or a plain description when there is none. */
-export function errorFrom(status: number, bodyText: string): ApiError {
+function errorFrom(status: number, bodyText: string): ApiError {
   let error: Partial<ApiErrorBody> | undefined;
   try {
     error = (JSON.parse(bodyText) as { error?: Partial<ApiErrorBody> } | null)?.error;

@@ -4,7 +4,6 @@ import 'uplot/dist/uPlot.min.css';
 import { formatUsdc } from '@paygate/money';
 import { usd } from './format';
 import { axisTop, dayLabel, type SkillSeries, tickLabel } from './overview';
-import { microToPlot } from './transactions';
 
 /** Distinct on white and for common colour blindness (Okabe–Ito). */
 const COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9'];
@@ -45,7 +44,8 @@ function stackedData(series: SkillSeries): { data: uPlot.AlignedData; largest: n
   const running = series.days.map(() => 0);
   const stacked = series.skills.map((skill) =>
     skill.amounts.map((amount, i) => {
-      running[i]! += microToPlot(amount);
+      // For the plot only (it takes floats); every amount shown as text stays exact.
+      running[i]! += Number(amount) / 1_000_000;
       return running[i]!;
     }),
   );

@@ -6,7 +6,7 @@ import { TextField } from './ui-forms';
 export interface ConfirmOptions {
   title: string;
   /** What the action does, as label and value pairs (amount, payer, address…). */
-  facts: Fact[];
+  facts?: Fact[];
   /** What changes for the seller's money, in one sentence. */
   effect: ComponentChildren;
   confirmLabel: string;
@@ -70,7 +70,7 @@ function ConfirmDialog(props: { options: ConfirmOptions; onAnswer: (answer: Conf
       <article>
         <form method="dialog" onSubmit={confirm} noValidate>
           <h2 id="confirm-title">{options.title}</h2>
-          <Facts facts={options.facts} testId="confirm-facts" />
+          <Facts facts={options.facts ?? []} testId="confirm-facts" />
           <p id="confirm-effect" class="effect">
             {options.effect}
           </p>

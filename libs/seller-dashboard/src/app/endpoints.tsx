@@ -140,7 +140,6 @@ function EndpointActions(props: EndpointProps) {
         ask={() =>
           ask({
             title: 'Rotate this endpoint’s signing secret?',
-            facts: [],
             effect: `Webhooks to ${endpoint.url} are signed with the new secret at once: your handler there must use it. Other endpoints keep theirs.`,
             confirmLabel: 'Rotate',
           })
@@ -158,7 +157,6 @@ function EndpointActions(props: EndpointProps) {
         ask={() =>
           ask({
             title: 'Delete this endpoint?',
-            facts: [],
             effect: `Nothing more is sent to ${endpoint.url}; deliveries still waiting for it are given up. Its log stays.`,
             confirmLabel: 'Delete endpoint',
           })

@@ -82,7 +82,7 @@ function useKeyRotation(onChanged: () => void, onSecret: OnSecret) {
   });
   const rotate = async (what: Rotatable) => {
     const [title, effect] = rotationPrompt(what, rotation);
-    if (!(await confirm.ask({ title, effect, facts: [], confirmLabel: 'Rotate' }))) return;
+    if (!(await confirm.ask({ title, effect, confirmLabel: 'Rotate' }))) return;
     const { revokeImmediately, overlapHours, newKeyName } = rotation;
     const body = {
       ...(revokeImmediately ? { revokeImmediately: true } : { overlapHours }),

@@ -6,7 +6,18 @@ import { useDashboard } from './context';
 import { dateTime, usd } from './format';
 import { BALANCE_EFFECT, refundEffect } from './refund-effect';
 import type { Page, Refund, RefundRequest, TransactionDetail } from './types';
-import { Address, Empty, ErrorNote, Link, LoadState, Notice, StatusBadge, useAction, useLoad } from './ui';
+import {
+  Address,
+  Empty,
+  ErrorNote,
+  Facts,
+  Link,
+  LoadState,
+  Notice,
+  StatusBadge,
+  useAction,
+  useLoad,
+} from './ui';
 import { SelectField, TextField } from './ui-forms';
 
 /** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
@@ -259,24 +270,19 @@ function RefundRequestCard(props: {
         <Link to={`/money/transactions/${r.transactionId}`}>{usd(p.amount)} payment</Link>
         {p.skillName ? ` for ${p.skillName}` : ''} · <StatusBadge status={r.status} />
       </p>
-      <dl class="facts compact">
-        <dt>Reason</dt>
-        <dd>“{r.reason}”</dd>
-        <dt>Payer</dt>
-        <dd>
-          <Address value={p.payer} label="payer address" />
-        </dd>
-        <dt>Asked</dt>
-        <dd>{dateTime(r.createdAt)}</dd>
-        <dt>Paid</dt>
-        <dd>{dateTime(p.confirmedAt)}</dd>
-        {r.status === 'pending' && (
-          <>
-            <dt>You keep if approved</dt>
-            <dd>{usd(refundEffect(p, p.refundableAmount).sellerKeeps)}</dd>
-          </>
-        )}
-      </dl>
+      <Facts
+        class="facts compact"
+        facts={[
+          ['Reason', `“${r.reason}”`],
+          ['Payer', <Address key="p" value={p.payer} label="payer address" />],
+          ['Asked', dateTime(r.createdAt)],
+          ['Paid', dateTime(p.confirmedAt)],
+          r.status === 'pending' && [
+            'You keep if approved',
+            usd(refundEffect(p, p.refundableAmount).sellerKeeps),
+          ],
+        ]}
+      />
       {r.status === 'pending' && (
         <span class="actions">
           <button type="button" class="small" disabled={props.busy} onClick={() => props.onDecide('approve')}>

@@ -42,11 +42,6 @@ function nextDay(day: string): string {
   return new Date(date.getTime() + 86_400_000).toISOString().slice(0, 10);
 }
 
-/** For the chart's axis only (a plot needs floats); every amount shown as text stays exact. */
-export function microToPlot(amount: bigint): number {
-  return Number(amount) / 1_000_000;
-}
-
 type CallFacts = Pick<
   Transaction,
   'callStatus' | 'callFailedAt' | 'upstreamOutcome' | 'upstreamStatus' | 'retryUntil' | 'callRecoveredAt'

@@ -2,7 +2,7 @@ import { type ComponentChildren, Fragment } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, fieldErrors, plainMessage, type Query } from './api';
 import { useDashboard } from './context';
-import { checksummed } from './format';
+import { checksummed, statusWords } from './format';
 import { href, navigate } from './router';
 import type { Page } from './types';
 
@@ -199,7 +199,7 @@ export function StatusBadge(props: { status: string }) {
       : /FAILED|SUSPENDED|failed|rejected|reversed/i.test(props.status)
         ? 'bad'
         : 'neutral';
-  return <span class={`badge ${tone}`}>{props.status.toLowerCase().replace(/_/g, ' ')}</span>;
+  return <span class={`badge ${tone}`}>{statusWords(props.status)}</span>;
 }
 
 /** A label, its value, and the value's test id. */
