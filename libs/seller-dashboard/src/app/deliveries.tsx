@@ -73,13 +73,27 @@ export function Deliveries() {
   );
 }
 
-/** One delivery, and its button to send it again. */
+/** What a delivery sent where, each attempt's answer, the payload on demand, and its button to send it again. */
 function DeliveryItem(props: { delivery: Delivery; action: Action; onRedelivered: () => void }) {
   const { api } = useDashboard();
   const d = props.delivery;
   return (
     <li data-testid="delivery">
-      <DeliveryDetails delivery={d} />
+      <details>
+        <summary>
+          <strong>{d.eventType}</strong> · <StatusBadge status={d.status} /> · {d.attemptCount} attempt
+          {d.attemptCount === 1 ? '' : 's'} · {dateTime(d.createdAt)}
+          {d.redeliveryOf ? ' · redelivery' : ''}
+        </summary>
+        <p>
+          To <code class="wrap">{d.url}</code>
+          {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
+          {d.lastError ? ` · last error: ${d.lastError}` : ''}
+          {d.nextAttemptAt && d.status === 'pending' ? ` · next try ${dateTime(d.nextAttemptAt)}` : ''}
+        </p>
+        {d.attempts.length > 0 && <AttemptsTable attempts={d.attempts} />}
+        <Payload deliveryId={d.id} />
+      </details>
       <ActionButton
         action={props.action}
         call={() =>
@@ -120,28 +134,6 @@ function Payload(props: { deliveryId: string }) {
         Show payload
       </ActionButton>
     </>
-  );
-}
-
-/** What a delivery sent where, and each attempt's answer; the payload on demand. */
-function DeliveryDetails(props: { delivery: Delivery }) {
-  const d = props.delivery;
-  return (
-    <details>
-      <summary>
-        <strong>{d.eventType}</strong> · <StatusBadge status={d.status} /> · {d.attemptCount} attempt
-        {d.attemptCount === 1 ? '' : 's'} · {dateTime(d.createdAt)}
-        {d.redeliveryOf ? ' · redelivery' : ''}
-      </summary>
-      <p>
-        To <code class="wrap">{d.url}</code>
-        {d.endpointId ? ' (endpoint)' : ' (account webhook URL)'}
-        {d.lastError ? ` · last error: ${d.lastError}` : ''}
-        {d.nextAttemptAt && d.status === 'pending' ? ` · next try ${dateTime(d.nextAttemptAt)}` : ''}
-      </p>
-      {d.attempts.length > 0 && <AttemptsTable attempts={d.attempts} />}
-      <Payload deliveryId={d.id} />
-    </details>
   );
 }
 
