@@ -36,16 +36,14 @@ export function Keys(props: { account: Account; onChanged: () => void; onSecret:
         <dt>Secret API keys (sk_)</dt>
         <dd>
           <ApiKeysTable account={a} />
-          {a.apiKey && (
-            <KeyNameForm
-              account={a}
-              action={action}
-              onSaved={() => {
-                keys.setNotice('Key name saved.');
-                props.onChanged();
-              }}
-            />
-          )}
+          <KeyNameForm
+            account={a}
+            action={action}
+            onSaved={() => {
+              keys.setNotice('Key name saved.');
+              props.onChanged();
+            }}
+          />
           <RotationFields options={keys.rotation} onChange={keys.setRotation} />{' '}
           {rotateButton('api-key', 'Rotate secret key')}
         </dd>
@@ -131,7 +129,7 @@ function ApiKeysTable(props: { account: Account }) {
   const a = props.account;
   const prefix = a.publishableKey.startsWith('pk_live_') ? 'sk_live_' : 'sk_test_';
   const rows = [
-    a.apiKey && { id: 'api-key-current', info: a.apiKey, works: <>current (version {a.apiKeyVersion})</> },
+    { id: 'api-key-current', info: a.apiKey, works: <>current (version {a.apiKeyVersion})</> },
     a.previousApiKey && {
       id: 'api-key-previous',
       info: a.previousApiKey,
@@ -179,7 +177,7 @@ function ApiKeysTable(props: { account: Account }) {
 /** Names the current key (where it is used); the name is all that changes. */
 function KeyNameForm(props: { account: Account; action: Action; onSaved: () => void }) {
   const { api } = useDashboard();
-  const [keyName, setKeyName] = useState(props.account.apiKey?.name ?? '');
+  const [keyName, setKeyName] = useState(props.account.apiKey.name);
   const { action } = props;
   return (
     <form

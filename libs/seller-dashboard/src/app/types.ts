@@ -44,9 +44,9 @@ export interface Account {
   /** The API key replaced by the last rotation works until then. */
   previousApiKeyExpiresAt: string | null;
   /** The current secret key, described (the key itself is shown only once). */
-  apiKey?: ApiKeyInfo;
+  apiKey: ApiKeyInfo;
   /** The key replaced by the last rotation, while its overlap lasts. */
-  previousApiKey?: (ApiKeyInfo & { expiresAt: string }) | null;
+  previousApiKey: (ApiKeyInfo & { expiresAt: string }) | null;
   publishableKey: string;
   apiKeyVersion: number;
   webhookUrl: string | null;
