@@ -57,22 +57,7 @@ function PayoutSettings(props: {
   onSaved: (account: Account) => void;
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
-  const a = props.account;
-  const [form, setForm] = useState({
-    webhookUrl: a.webhookUrl ?? '',
-    settlementFrequency: a.settlementFrequency,
-    minimumSettlement: a.minimumSettlement,
-  });
-  const { saved, setSaved, save, errors, patch } = useAccountSave(props.onSaved);
-  const submit = async (event: Event) => {
-    const result = await patch(event, {
-      webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
-      settlementFrequency: form.settlementFrequency,
-      minimumSettlement: form.minimumSettlement.trim(),
-    });
-    if (result?.webhookSecret)
-      props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
-  };
+  const { form, setForm, saved, setSaved, save, errors, submit } = usePayoutSettingsForm(props);
   const input = (key: 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
     <TextField
       id={`acct-${key}`}
@@ -124,6 +109,27 @@ function PayoutSettings(props: {
       </form>
     </section>
   );
+}
+
+/** The webhook URL and settlement settings being edited, and their save (a new webhook URL's secret shown once). */
+function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
+  const a = props.account;
+  const [form, setForm] = useState({
+    webhookUrl: a.webhookUrl ?? '',
+    settlementFrequency: a.settlementFrequency,
+    minimumSettlement: a.minimumSettlement,
+  });
+  const accountSave = useAccountSave(props.onSaved);
+  const submit = async (event: Event) => {
+    const result = await accountSave.patch(event, {
+      webhookUrl: form.webhookUrl.trim() === '' ? null : form.webhookUrl.trim(),
+      settlementFrequency: form.settlementFrequency,
+      minimumSettlement: form.minimumSettlement.trim(),
+    });
+    if (result?.webhookSecret)
+      props.onSecret({ label: 'webhook signing secret', value: result.webhookSecret });
+  };
+  return { ...accountSave, form, setForm, submit };
 }
 
 /** How the seller's checkout sessions are told apart (a unique exact amount, or a deposit address each). */
