@@ -34,7 +34,7 @@ function button(attributes: Record<string, string>, text: string, onClick: () =>
  * to the last of its six decimals (the address is shared, so another amount pays nothing automatically); with a
  * deposit address, the address (it is this payment's alone).
  */
-export function paymentInstructions(input: { amount: string; network: string; matching: string }): string {
+function paymentInstructions(input: { amount: string; network: string; matching: string }): string {
   return input.matching === 'deposit_address'
     ? `Send exactly ${input.amount} USDC on ${input.network} to the address below. This address is for this payment only: it identifies your payment.`
     : `Send exactly ${input.amount} USDC on ${input.network} to the address below, all six decimals included. The exact amount identifies your payment: a different amount will not be matched automatically.`;
@@ -42,7 +42,7 @@ export function paymentInstructions(input: { amount: string; network: string; ma
 
 let dialogCount = 0;
 
-export type DialogState = 'loading' | 'open' | 'success' | 'expired' | 'error';
+type DialogState = 'loading' | 'open' | 'success' | 'expired' | 'error';
 
 /**
  * The payment dialog: role=dialog, aria-modal, labelled; focus moves in, Tab stays inside, Escape closes, and

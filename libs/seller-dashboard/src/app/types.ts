@@ -165,7 +165,7 @@ export interface Page<T> {
   nextCursor: string | null;
 }
 
-export interface ApiKeyInfo {
+interface ApiKeyInfo {
   name: string;
   /** The key's last four characters (null for keys made before they were kept). */
   hint: string | null;

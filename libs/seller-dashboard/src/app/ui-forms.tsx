@@ -1,15 +1,5 @@
 import type { ComponentChildren, InputHTMLAttributes, JSX, SelectHTMLAttributes } from 'preact';
 
-/** A visual "*" for required fields; assistive technology hears aria-required on the control instead. */
-export function RequiredMark() {
-  return (
-    <span class="required" aria-hidden="true" title="required">
-      {' '}
-      *
-    </span>
-  );
-}
-
 export function Field(props: {
   id: string;
   label: string;
@@ -31,7 +21,13 @@ export function Field(props: {
     <div class="field">
       <label for={props.id}>
         {props.label}
-        {props.required && <RequiredMark />}
+        {/* Seen only: assistive technology hears aria-required on the control instead. */}
+        {props.required && (
+          <span class="required" aria-hidden="true" title="required">
+            {' '}
+            *
+          </span>
+        )}
       </label>
       {props.children({
         id: props.id,
