@@ -167,6 +167,23 @@ export function throwIfProblems<T extends object>(
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
 }
 
+/** `WEBHOOK_TIMEOUT_MS` is `webhookTimeoutMs`. */
+type SettingName<S extends string> = S extends `${infer Word}_${infer Rest}`
+  ? `${Lowercase<Word>}${Capitalize<SettingName<Rest>>}`
+  : Lowercase<S>;
+
+/** Parsed settings under their camelCase names, the way a service's config holds them. */
+export function settingsByName<T extends object>(
+  parsed: T,
+): { [K in keyof T & string as SettingName<K>]: T[K] } {
+  return Object.fromEntries(
+    Object.entries(parsed).map(([name, value]) => [
+      name.toLowerCase().replace(/_([a-z0-9])/g, (_, letter: string) => letter.toUpperCase()),
+      value,
+    ]),
+  ) as { [K in keyof T & string as SettingName<K>]: T[K] };
+}
+
 export function commonConfig(
   env: NodeJS.ProcessEnv,
   defaults: { serviceName: string; schema: string; port: number },

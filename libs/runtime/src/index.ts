@@ -13,6 +13,7 @@ export {
   optionalAddress,
   type ParsedEnv,
   parseEnv,
+  settingsByName,
   str,
   throwIfProblems,
 } from './config';

@@ -1,4 +1,4 @@
-import { ConfigError, commonConfig, int, parseEnv } from '@paygate/runtime';
+import { ConfigError, commonConfig, int, parseEnv, settingsByName } from '@paygate/runtime';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -45,29 +45,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
   return {
     ...common,
-    webhookTimeoutMs: parsed.WEBHOOK_TIMEOUT_MS,
-    webhookRetryBaseDelayMs: parsed.WEBHOOK_RETRY_BASE_DELAY_MS,
-    webhookRetryMaxDelayMs: parsed.WEBHOOK_RETRY_MAX_DELAY_MS,
-    webhookRetryWindowHours: parsed.WEBHOOK_RETRY_WINDOW_HOURS,
-    webhookPollIntervalMs: parsed.WEBHOOK_POLL_INTERVAL_MS,
-    webhookBatchSize: parsed.WEBHOOK_BATCH_SIZE,
-    webhookConcurrency: parsed.WEBHOOK_CONCURRENCY,
-    webhookSellerShare: parsed.WEBHOOK_SELLER_SHARE,
-    webhookEndpointShare: parsed.WEBHOOK_ENDPOINT_SHARE,
-    webhookSellerMaxInFlight: parsed.WEBHOOK_SELLER_MAX_IN_FLIGHT,
-    webhookEndpointMaxInFlight: parsed.WEBHOOK_ENDPOINT_MAX_IN_FLIGHT,
-    webhookBreakerFailureThreshold: parsed.WEBHOOK_BREAKER_FAILURE_THRESHOLD,
-    webhookBreakerCooldownMs: parsed.WEBHOOK_BREAKER_COOLDOWN_MS,
-    webhookBreakerMaxCooldownMs: parsed.WEBHOOK_BREAKER_MAX_COOLDOWN_MS,
-    webhookClaimLeaseMs: parsed.WEBHOOK_CLAIM_LEASE_MS,
-    secretRequestTimeoutMs: parsed.SECRET_REQUEST_TIMEOUT_MS,
-    wsMaxSubscriptionsPerSocket: parsed.WS_MAX_SUBSCRIPTIONS_PER_SOCKET,
-    wsMaxPayloadBytes: parsed.WS_MAX_PAYLOAD_BYTES,
-    wsMaxSockets: parsed.WS_MAX_SOCKETS,
-    wsMaxSocketsPerClient: parsed.WS_MAX_SOCKETS_PER_CLIENT,
-    wsHeartbeatIntervalMs: parsed.WS_HEARTBEAT_INTERVAL_MS,
-    wsIdleTimeoutMs: parsed.WS_IDLE_TIMEOUT_MS,
-    manualDeliveriesPerMinute: parsed.MANUAL_DELIVERIES_PER_MINUTE,
+    ...settingsByName(parsed),
     // Tests move time without sleeping; not read from the environment.
     now: (): Date => new Date(),
   };
