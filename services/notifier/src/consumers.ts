@@ -6,7 +6,7 @@ import type { NotifierDatabase } from './db';
 import { findSeller, upsertSeller } from './sellers/repository';
 import { type CheckoutSessionSnapshot, upsertSession } from './sessions/repository';
 import type { WebhookDispatcher } from './webhooks/dispatcher';
-import { endpointsFor } from './webhooks/endpoints';
+import { endpointsFor } from './webhooks/endpoint-store';
 import { buildWebhookBody, WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhooks/payload';
 import { createDelivery } from './webhooks/repository';
 

@@ -1,5 +1,5 @@
 import type { BusTables } from '@paygate/bus';
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType, Generated, Kysely, Transaction } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
@@ -117,3 +117,6 @@ export interface NotifierDatabase extends BusTables {
   idempotency_keys: IdempotencyKeysTable;
   webhook_circuits: WebhookCircuitsTable;
 }
+
+/** The pool or a transaction on it: what reads and single writes run on. */
+export type NotifierDb = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;

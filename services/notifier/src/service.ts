@@ -11,11 +11,12 @@ import { LiveUpdates } from './live/hub';
 import { WEBHOOK_DELIVERY_EVENT } from './live/protocol';
 import { liveRoutes, WEBSOCKET_PROTOCOL } from './live/routes';
 import { WebhookSecrets } from './sellers/secrets';
+import { Delivery } from './webhooks/delivery-view';
 import { WebhookDispatcher } from './webhooks/dispatcher';
 import { Endpoint } from './webhooks/endpoints';
 import { limitManualDeliveries } from './webhooks/manual-deliveries';
 import { webhookDocuments } from './webhooks/payload';
-import { Delivery, webhookRoutes } from './webhooks/routes';
+import { webhookRoutes } from './webhooks/routes';
 
 const OPENAPI_PATH = '/api/v1/openapi/notifier.json';
 

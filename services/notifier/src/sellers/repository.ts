@@ -1,6 +1,6 @@
 import type { EventData } from '@paygate/contracts';
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { NotifierDatabase, SellersTable } from '../db';
+import type { Selectable, Transaction } from 'kysely';
+import type { NotifierDatabase, NotifierDb, SellersTable } from '../db';
 
 /** Keeps the newest revision of a seller's webhook settings (redelivered or reordered events are ignored). */
 export async function upsertSeller(
@@ -31,7 +31,7 @@ export async function upsertSeller(
 }
 
 export async function findSeller(
-  db: Kysely<NotifierDatabase> | Transaction<NotifierDatabase>,
+  db: NotifierDb,
   sellerId: string,
 ): Promise<Selectable<SellersTable> | undefined> {
   return db.selectFrom('sellers').selectAll().where('seller_id', '=', sellerId).executeTakeFirst();

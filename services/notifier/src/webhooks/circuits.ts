@@ -1,10 +1,9 @@
 import { Nullable, StringEnum } from '@paygate/contracts';
 import { type Static, Type } from '@sinclair/typebox';
-import type { Kysely, Selectable, Transaction } from 'kysely';
+import type { Selectable, Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
-import { CIRCUIT_STATES, type NotifierDatabase, type WebhookCircuitsTable } from '../db';
+import { CIRCUIT_STATES, type NotifierDatabase, type NotifierDb, type WebhookCircuitsTable } from '../db';
 
-type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
 export type CircuitRow = Selectable<WebhookCircuitsTable>;
 
 /** The target of a delivery: its endpoint, or '' for the account's webhook URL. */
@@ -107,7 +106,7 @@ async function closeCircuit(
 
 /** The circuits of these targets of a seller that are not closed (no row: closed). */
 export async function circuitsOf(
-  db: Db,
+  db: NotifierDb,
   sellerId: string,
   targets: string[],
 ): Promise<Map<string, CircuitRow>> {
@@ -123,8 +122,17 @@ export async function circuitsOf(
   return byTarget;
 }
 
+/** The circuit of one target of a seller; none: closed. */
+export async function circuitOf(
+  db: NotifierDb,
+  sellerId: string,
+  target: string,
+): Promise<CircuitRow | undefined> {
+  return (await circuitsOf(db, sellerId, [target])).get(target);
+}
+
 /** How many circuits are not closed (the metric). */
-export async function openCircuitCount(db: Db): Promise<number> {
+export async function openCircuitCount(db: NotifierDb): Promise<number> {
   const { count } = await db
     .selectFrom('webhook_circuits')
     .select((eb) => eb.fn.countAll<string>().as('count'))

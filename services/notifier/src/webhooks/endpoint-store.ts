@@ -1,8 +1,8 @@
 import { newEventId } from '@paygate/contracts';
 import { conflict, HttpError, notFound } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
-import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { NotifierDatabase, WebhookEndpointsTable } from '../db';
+import type { Selectable } from 'kysely';
+import type { NotifierDatabase, NotifierDb, WebhookEndpointsTable } from '../db';
 import { NoWebhookSecretError } from '../errors';
 import { findSeller } from '../sellers/repository';
 import type { WebhookSecrets } from '../sellers/secrets';
@@ -10,7 +10,6 @@ import { endpointSecret } from './endpoint-secret';
 import { buildWebhookBody } from './payload';
 import { createDelivery, type DeliveryRow } from './repository';
 
-type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
 export type EndpointRow = Selectable<WebhookEndpointsTable>;
 
 /** A seller's endpoints are few (Stripe allows 16): each event is one delivery per endpoint. */
@@ -24,7 +23,7 @@ export const ALL_EVENTS = '*';
 type NewEndpoint = { url: string; events: string[]; description?: string; enabled?: boolean };
 
 /** A seller's endpoints that are not deleted. */
-const liveEndpoints = (db: Db, sellerId: string) =>
+const liveEndpoints = (db: NotifierDb, sellerId: string) =>
   db
     .selectFrom('webhook_endpoints')
     .selectAll()
@@ -32,17 +31,25 @@ const liveEndpoints = (db: Db, sellerId: string) =>
     .where('deleted_at', 'is', null);
 
 /** The enabled endpoints of a seller that want this kind of event. */
-export async function endpointsFor(db: Db, sellerId: string, eventType: string): Promise<EndpointRow[]> {
+export async function endpointsFor(
+  db: NotifierDb,
+  sellerId: string,
+  eventType: string,
+): Promise<EndpointRow[]> {
   const rows = await liveEndpoints(db, sellerId).where('enabled', '=', true).execute();
   return rows.filter((row) => row.events.includes(ALL_EVENTS) || row.events.includes(eventType));
 }
 
-export function listEndpoints(db: Db, sellerId: string): Promise<EndpointRow[]> {
+export function listEndpoints(db: NotifierDb, sellerId: string): Promise<EndpointRow[]> {
   return liveEndpoints(db, sellerId).orderBy('created_at').execute();
 }
 
 /** The seller's endpoint, not deleted, or 404. */
-export async function findEndpoint(db: Db, sellerId: string, endpointId: string): Promise<EndpointRow> {
+export async function findEndpoint(
+  db: NotifierDb,
+  sellerId: string,
+  endpointId: string,
+): Promise<EndpointRow> {
   const row = await liveEndpoints(db, sellerId).where('endpoint_id', '=', endpointId).executeTakeFirst();
   if (!row) throw notFound('webhook endpoint');
   return row;
@@ -50,7 +57,7 @@ export async function findEndpoint(db: Db, sellerId: string, endpointId: string)
 
 /** The account's secret, from which the endpoint's is derived: none yet is the seller's to fix (409). */
 export async function derivedEndpointSecret(
-  db: Db,
+  db: NotifierDb,
   secrets: WebhookSecrets,
   at: { sellerId: string; endpointId: string; version: number },
 ): Promise<string> {
@@ -106,7 +113,7 @@ export function insertEndpoint(
 
 /** Applies the fields given to the seller's endpoint; those left out stay. */
 export function updateEndpoint(
-  db: Db,
+  db: NotifierDb,
   at: { sellerId: string; endpointId: string; now: Date },
   change: Partial<NewEndpoint>,
 ): Promise<EndpointRow> {
@@ -155,7 +162,11 @@ export async function deleteEndpoint(
 }
 
 /** Moves the endpoint's secret one version on, unless another rotation did first (409 concurrent_rotation). */
-export async function bumpSecretVersion(db: Db, current: EndpointRow, now: Date): Promise<EndpointRow> {
+export async function bumpSecretVersion(
+  db: NotifierDb,
+  current: EndpointRow,
+  now: Date,
+): Promise<EndpointRow> {
   const row = await db
     .updateTable('webhook_endpoints')
     .set((eb) => ({ secret_version: eb('secret_version', '+', 1), updated_at: now }))

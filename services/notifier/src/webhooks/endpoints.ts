@@ -8,7 +8,8 @@ import type { Kysely } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import type { WebhookSecrets } from '../sellers/secrets';
-import { type CircuitRow, CircuitSchema, circuitsOf, circuitView } from './circuits';
+import { type CircuitRow, CircuitSchema, circuitOf, circuitsOf, circuitView } from './circuits';
+import { deliveryView } from './delivery-view';
 import type { WebhookDispatcher } from './dispatcher';
 import {
   ALL_EVENTS,
@@ -25,10 +26,7 @@ import {
   updateEndpoint,
 } from './endpoint-store';
 import { WEBHOOK_EVENT_TYPES } from './payload';
-import type { DeliveryRow } from './repository';
-import { secretKeyAuth, sellerOf } from './seller-request';
-
-export { endpointsFor, TEST_EVENT_TYPE } from './endpoint-store';
+import { type SellerRouteAuth, secretKeyAuth, sellerOf } from './seller-request';
 
 const EventName = Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(ALL_EVENTS)]);
 const Events = Type.Array(EventName, {
@@ -98,6 +96,10 @@ async function withCircuits(db: Kysely<NotifierDatabase>, sellerId: string, rows
   return rows.map((row) => toEndpoint(row, circuits.get(row.endpoint_id)));
 }
 
+async function withCircuit(db: Kysely<NotifierDatabase>, row: EndpointRow) {
+  return toEndpoint(row, await circuitOf(db, row.seller_id, row.endpoint_id));
+}
+
 /** Like the account's webhook URL: absolute http(s), no credentials, query or fragment; public https in production. */
 async function checkEndpointUrl(value: string, production: boolean): Promise<string> {
   let url: URL;
@@ -118,18 +120,30 @@ async function checkEndpointUrl(value: string, production: boolean): Promise<str
   return url.toString();
 }
 
-interface EndpointRouteDeps {
+export interface WebhookRouteDeps {
   auth: SellerAuth;
   config: NotifierConfig;
   secrets: WebhookSecrets;
   dispatcher: WebhookDispatcher;
-  delivery: (row: DeliveryRow, eventType: string, circuit: CircuitRow | undefined) => unknown;
 }
 
 /** Webhook endpoints, beside the account's single webhook URL (registry). */
-export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: EndpointRouteDeps): AnyRoute[] {
-  const { config, secrets, dispatcher, delivery } = deps;
+export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
   const auth = secretKeyAuth(deps.auth);
+  return [
+    ...endpointListRoutes(ctx, deps, auth),
+    ...oneEndpointRoutes(ctx, deps, auth),
+    ...endpointActionRoutes(ctx, deps, auth),
+  ];
+}
+
+/** The seller's endpoints, and a new one. */
+function endpointListRoutes(
+  ctx: ServiceContext<NotifierDatabase>,
+  deps: WebhookRouteDeps,
+  auth: SellerRouteAuth,
+): AnyRoute[] {
+  const { config, secrets } = deps;
   return [
     defineRoute({
       method: 'get',
@@ -170,6 +184,17 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
         res.status(201).json({ endpoint: toEndpoint(row), secret });
       },
     }),
+  ];
+}
+
+/** One endpoint: read, change, delete. */
+function oneEndpointRoutes(
+  ctx: ServiceContext<NotifierDatabase>,
+  deps: WebhookRouteDeps,
+  auth: SellerRouteAuth,
+): AnyRoute[] {
+  const { config } = deps;
+  return [
     defineRoute({
       method: 'get',
       path: '/api/v1/webhooks/endpoints/:id',
@@ -180,11 +205,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
       responses: { '200': Endpoint },
       errors: { '404': 'no such endpoint' },
       handler: async (req, res) => {
-        const sellerId = sellerOf(req);
-        const [view] = await withCircuits(ctx.db, sellerId, [
-          await findEndpoint(ctx.db, sellerId, req.params.id),
-        ]);
-        res.json(view);
+        res.json(await withCircuit(ctx.db, await findEndpoint(ctx.db, sellerOf(req), req.params.id)));
       },
     }),
     defineRoute({
@@ -209,7 +230,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
           { sellerId, endpointId, now: config.now() },
           { ...req.body, url },
         );
-        res.json((await withCircuits(ctx.db, sellerId, [row]))[0]);
+        res.json(await withCircuit(ctx.db, row));
       },
     }),
     defineRoute({
@@ -228,6 +249,17 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
         res.status(204).end();
       },
     }),
+  ];
+}
+
+/** An endpoint's secret rotation and test event. */
+function endpointActionRoutes(
+  ctx: ServiceContext<NotifierDatabase>,
+  deps: WebhookRouteDeps,
+  auth: SellerRouteAuth,
+): AnyRoute[] {
+  const { config, secrets, dispatcher } = deps;
+  return [
     defineRoute({
       method: 'post',
       path: '/api/v1/webhooks/endpoints/:id/rotate-secret',
@@ -252,7 +284,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
           version: current.secret_version + 1,
         });
         const row = await bumpSecretVersion(ctx.db, current, config.now());
-        res.json({ endpoint: (await withCircuits(ctx.db, sellerId, [row]))[0], secret });
+        res.json({ endpoint: await withCircuit(ctx.db, row), secret });
       },
     }),
     defineRoute({
@@ -271,10 +303,7 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Endp
         const endpoint = await findEndpoint(ctx.db, sellerId, req.params.id);
         const row = await createTestDelivery(ctx, sellerId, endpoint, config.now());
         dispatcher.kick();
-        const circuit = (await circuitsOf(ctx.db, sellerId, [endpoint.endpoint_id])).get(
-          endpoint.endpoint_id,
-        );
-        res.status(202).json(delivery(row, TEST_EVENT_TYPE, circuit));
+        res.status(202).json(await deliveryView(ctx.db, row, TEST_EVENT_TYPE));
       },
     }),
   ];

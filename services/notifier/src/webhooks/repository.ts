@@ -1,10 +1,15 @@
 import { newEventId } from '@paygate/contracts';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import type { Kysely, Selectable, Transaction } from 'kysely';
-import type { AttemptOutcome, NotifierDatabase, WebhookAttemptsTable, WebhookDeliveriesTable } from '../db';
+import type {
+  AttemptOutcome,
+  NotifierDatabase,
+  NotifierDb,
+  WebhookAttemptsTable,
+  WebhookDeliveriesTable,
+} from '../db';
 import { type BreakerPolicy, type CircuitTransition, recordCircuitOutcome, targetOf } from './circuits';
 
-type Db = Kysely<NotifierDatabase> | Transaction<NotifierDatabase>;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
@@ -194,7 +199,7 @@ export async function postponeDelivery(
 }
 
 export async function findDelivery(
-  db: Db,
+  db: NotifierDb,
   sellerId: string,
   deliveryId: string,
 ): Promise<DeliveryRow | undefined> {
@@ -208,7 +213,7 @@ export async function findDelivery(
 
 /** A page of the seller's deliveries, newest first, each with its event's kind. */
 export async function listDeliveries(
-  db: Db,
+  db: NotifierDb,
   sellerId: string,
   filter: { status?: string; eventId?: string; endpointId?: string; before?: string; limit: number },
 ): Promise<Array<DeliveryRow & { event_type: string }>> {
@@ -227,7 +232,7 @@ export async function listDeliveries(
   return query.execute();
 }
 
-export async function attemptsOf(db: Db, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
+export async function attemptsOf(db: NotifierDb, deliveryIds: string[]): Promise<Map<string, AttemptRow[]>> {
   const byDelivery = new Map<string, AttemptRow[]>();
   if (deliveryIds.length === 0) return byDelivery;
   const rows = await db
@@ -245,7 +250,7 @@ export async function attemptsOf(db: Db, deliveryIds: string[]): Promise<Map<str
   return byDelivery;
 }
 
-export async function eventOf(db: Db, eventId: string) {
+export async function eventOf(db: NotifierDb, eventId: string) {
   return db.selectFrom('webhook_events').selectAll().where('event_id', '=', eventId).executeTakeFirst();
 }
 

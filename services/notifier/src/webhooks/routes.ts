@@ -12,19 +12,15 @@ import {
   sendIdempotentAnswer,
 } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
-import type { SellerAuth } from '@paygate/seller-auth';
-import { type Static, Type } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
-import type { WebhookSecrets } from '../sellers/secrets';
-import { type CircuitRow, CircuitSchema, circuitsOf, circuitView, iso, targetOf } from './circuits';
-import type { WebhookDispatcher } from './dispatcher';
-import { endpointRoutes, TEST_EVENT_TYPE } from './endpoints';
-import { WEBHOOK_EVENT_TYPES } from './payload';
+import { circuitsOf, targetOf } from './circuits';
+import { Delivery, deliveryView, toDeliveryView } from './delivery-view';
+import { endpointRoutes, type WebhookRouteDeps } from './endpoints';
 import {
-  type AttemptRow,
   attemptsOf,
   createRedelivery,
   type DeliveryRow,
@@ -32,7 +28,7 @@ import {
   findDelivery,
   listDeliveries,
 } from './repository';
-import { secretKeyAuth, sellerOf } from './seller-request';
+import { type SellerRouteAuth, secretKeyAuth, sellerOf } from './seller-request';
 
 const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
 const ListQuery = Type.Object(
@@ -49,85 +45,15 @@ const ListQuery = Type.Object(
 );
 const DeliveryParams = Type.Object({ id: Id });
 
-export const Delivery = Type.Object({
-  id: Type.String(),
-  eventId: Type.String({ description: 'the bus event id = the webhook body id = Paygate-Event-Id' }),
-  eventType: Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(TEST_EVENT_TYPE)]),
-  url: Type.String(),
-  endpointId: Nullable(
-    Type.String({ description: "the endpoint it went to; null: the account's webhook URL" }),
-  ),
-  status: StringEnum(DELIVERY_STATUSES),
-  attemptCount: Type.Integer(),
-  nextAttemptAt: Nullable(Type.String({ format: 'date-time' })),
-  giveUpAt: Type.String({ format: 'date-time' }),
-  lastStatusCode: Nullable(Type.Integer()),
-  lastError: Nullable(Type.String()),
-  redeliveryOf: Nullable(Type.String()),
-  createdAt: Type.String({ format: 'date-time' }),
-  deliveredAt: Nullable(Type.String({ format: 'date-time' })),
-  circuit: CircuitSchema,
-  attempts: Type.Array(
-    Type.Object({
-      number: Type.Integer(),
-      attemptedAt: Type.String({ format: 'date-time' }),
-      durationMs: Type.Integer(),
-      statusCode: Nullable(Type.Integer()),
-      outcome: Type.String(),
-      error: Nullable(Type.String()),
-      responseExcerpt: Nullable(Type.String()),
-    }),
-  ),
-});
-
-type DeliveryView = Omit<Static<typeof Delivery>, 'eventType'> & { eventType: string };
-
-function toView(
-  row: DeliveryRow,
-  eventType: string,
-  attempts: AttemptRow[],
-  circuit: CircuitRow | undefined,
-): DeliveryView {
-  return {
-    id: row.delivery_id,
-    eventId: row.event_id,
-    eventType,
-    url: row.url,
-    endpointId: row.endpoint_id,
-    status: row.status,
-    attemptCount: row.attempt_count,
-    nextAttemptAt: iso(row.next_attempt_at),
-    giveUpAt: iso(row.give_up_at) as string,
-    lastStatusCode: row.last_status_code,
-    lastError: row.last_error,
-    redeliveryOf: row.redelivery_of,
-    createdAt: iso(row.created_at) as string,
-    deliveredAt: iso(row.delivered_at),
-    circuit: circuitView(circuit),
-    attempts: attempts.map((a) => ({
-      number: a.attempt_number,
-      attemptedAt: iso(a.attempted_at) as string,
-      durationMs: a.duration_ms,
-      statusCode: a.status_code,
-      outcome: a.outcome,
-      error: a.error,
-      responseExcerpt: a.response_excerpt,
-    })),
-  };
+/** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
+export function webhookRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
+  const auth = secretKeyAuth(deps.auth);
+  return [...endpointRoutes(ctx, deps), ...deliveryLogRoutes(ctx, auth), redeliverRoute(ctx, deps, auth)];
 }
 
-/** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
-export function webhookRoutes(
-  ctx: ServiceContext<NotifierDatabase>,
-  deps: { auth: SellerAuth; dispatcher: WebhookDispatcher; config: NotifierConfig; secrets: WebhookSecrets },
-): AnyRoute[] {
-  const { config, dispatcher } = deps;
-  const auth = secretKeyAuth(deps.auth);
+function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, auth: SellerRouteAuth): AnyRoute[] {
+  const { db } = ctx;
   return [
-    ...endpointRoutes(ctx, {
-      ...deps,
-      delivery: (row, eventType, circuit) => toView(row, eventType, [], circuit),
-    }),
     defineRoute({
       method: 'get',
       path: '/api/v1/webhooks/deliveries',
@@ -142,15 +68,19 @@ export function webhookRoutes(
         ),
       },
       handler: async (req, res) => {
-        const { db } = ctx;
         const limit = Number(req.query.limit ?? '20');
         const rows = await listDeliveries(db, sellerOf(req), { ...req.query, limit });
-        const ids = rows.map((r) => r.delivery_id);
-        const attempts = await attemptsOf(db, ids);
-        const targets = rows.map((row) => targetOf(row.endpoint_id));
-        const circuits = await circuitsOf(db, sellerOf(req), targets);
+        const attempts = await attemptsOf(
+          db,
+          rows.map((r) => r.delivery_id),
+        );
+        const circuits = await circuitsOf(
+          db,
+          sellerOf(req),
+          rows.map((row) => targetOf(row.endpoint_id)),
+        );
         const view = (row: (typeof rows)[number]) =>
-          toView(
+          toDeliveryView(
             row,
             row.event_type,
             attempts.get(row.delivery_id) ?? [],
@@ -176,49 +106,53 @@ export function webhookRoutes(
       },
       errors: { '404': 'no such delivery' },
       handler: async (req, res) => {
-        const { db } = ctx;
         const row = await findDelivery(db, sellerOf(req), req.params.id);
         if (!row) throw notFound('delivery');
         const event = await eventOf(db, row.event_id);
         const attempts = await attemptsOf(db, [row.delivery_id]);
-        const target = targetOf(row.endpoint_id);
-        const circuit = (await circuitsOf(db, row.seller_id, [target])).get(target);
         res.json({
-          ...toView(row, event?.event_type ?? '', attempts.get(row.delivery_id) ?? [], circuit),
+          ...(await deliveryView(db, row, event?.event_type ?? '', attempts.get(row.delivery_id))),
           payload: event ? JSON.parse(event.body) : null,
         });
       },
     }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/webhooks/deliveries/:id/redeliver',
-      operationId: 'redeliverWebhook',
-      summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
-      auth,
-      params: DeliveryParams,
-      headers: [
-        idempotencyKeyParameter(
-          'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
-        ),
-      ],
-      responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
-      errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
-      handler: async (req, res) => {
-        const sellerId = sellerOf(req);
-        const key = idempotencyKeyOf(req);
-        const request =
-          key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
-        const answer = await ctx.inTransaction((trx) =>
-          idempotentInTransaction(redeliveryKeys(trx), request, async () => ({
-            status: 202,
-            body: await redeliver(trx, config, sellerId, req.params.id),
-          })),
-        );
-        dispatcher.kick();
-        sendIdempotentAnswer(res, answer);
-      },
-    }),
   ];
+}
+
+function redeliverRoute(
+  ctx: ServiceContext<NotifierDatabase>,
+  { config, dispatcher }: WebhookRouteDeps,
+  auth: SellerRouteAuth,
+): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/webhooks/deliveries/:id/redeliver',
+    operationId: 'redeliverWebhook',
+    summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
+    auth,
+    params: DeliveryParams,
+    headers: [
+      idempotencyKeyParameter(
+        'same key: the same answer; same key on another delivery: 409 idempotency_key_reused',
+      ),
+    ],
+    responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
+    errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
+    handler: async (req, res) => {
+      const sellerId = sellerOf(req);
+      const key = idempotencyKeyOf(req);
+      const request =
+        key === undefined ? undefined : { scope: sellerId, key, fingerprint: fingerprintOf(req) };
+      const answer = await ctx.inTransaction((trx) =>
+        idempotentInTransaction(redeliveryKeys(trx), request, async () => ({
+          status: 202,
+          body: await redeliver(trx, config, sellerId, req.params.id),
+        })),
+      );
+      dispatcher.kick();
+      sendIdempotentAnswer(res, answer);
+    },
+  });
 }
 
 /** A new delivery of the seller's delivery `id` (404 if none), sent again where it went. */
@@ -227,7 +161,7 @@ async function redeliver(
   config: NotifierConfig,
   sellerId: string,
   id: string,
-): Promise<DeliveryView> {
+): ReturnType<typeof deliveryView> {
   const original = await findDelivery(trx, sellerId, id);
   if (!original) throw notFound('delivery');
   const url = await redeliveryUrl(trx, sellerId, original);
@@ -237,9 +171,7 @@ async function redeliver(
     retryWindowHours: config.webhookRetryWindowHours,
   });
   const event = await eventOf(trx, created.event_id);
-  const target = targetOf(created.endpoint_id);
-  const circuit = (await circuitsOf(trx, sellerId, [target])).get(target);
-  return toView(created, event?.event_type ?? '', [], circuit);
+  return deliveryView(trx, created, event?.event_type ?? '');
 }
 
 /** Where a delivery is sent again: the endpoint's current URL, or the account's webhook URL (409 if gone). */
