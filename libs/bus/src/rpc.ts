@@ -72,8 +72,8 @@ function sealedFieldsOf(name: RpcName): readonly string[] {
 }
 
 /** Status codes of the service errors a responder answers with (NATS micro convention, HTTP-like). */
-export const RPC_INVALID_REQUEST = 400;
-export const RPC_HANDLER_FAILED = 500;
+const RPC_INVALID_REQUEST = 400;
+const RPC_HANDLER_FAILED = 500;
 
 /**
  * Calls an RPC declared in @paygate/contracts, validating request and reply; sealed reply fields come sealed
@@ -183,6 +183,62 @@ export interface RpcServer {
   stop(): Promise<void>;
 }
 
+/** Validates the request, runs the handler in a span continuing the requester's trace, seals and sends the reply. */
+async function answerRpc(
+  logger: RpcLogger,
+  name: RpcName,
+  handler: RpcHandler<RpcName>,
+  message: ServiceMsg,
+): Promise<void> {
+  let request: RpcRequest<RpcName>;
+  const sealedFields = sealedFieldsOf(name);
+  const headers = message.headers;
+  const replyKey = sealedFields.length > 0 ? headers?.get(REPLY_KEY_HEADER) : undefined;
+  try {
+    request = validateRpcRequest(name, JSON.parse(decoder.decode(message.data)));
+  } catch (error) {
+    logger.warn({ err: error, rpc: name }, 'invalid RPC request refused');
+    message.respondError(RPC_INVALID_REQUEST, oneLine((error as Error).message));
+    return;
+  }
+  if (sealedFields.length > 0 && !isReplyPublicKey(replyKey)) {
+    logger.warn({ rpc: name }, 'RPC request without a reply key refused');
+    message.respondError(
+      RPC_INVALID_REQUEST,
+      `${REPLY_KEY_HEADER} header: required, a base64url X25519 public key (32 bytes); ${name} answers sealed`,
+    );
+    return;
+  }
+  let reply: RpcReply<RpcName>;
+  try {
+    const answered = await withSpan(
+      `rpc ${name}`,
+      {
+        kind: SpanKind.SERVER,
+        carrier: headers
+          ? {
+              traceparent: headers.get('traceparent') || undefined,
+              tracestate: headers.get('tracestate') || undefined,
+            }
+          : undefined,
+        attributes: { 'rpc.system': 'nats', 'rpc.method': name },
+      },
+      () => handler(request),
+    );
+    reply = validateRpcReply(name, answered);
+  } catch (error) {
+    logger.error({ err: error, rpc: name }, 'RPC handler failed');
+    message.respondError(RPC_HANDLER_FAILED, `${name} could not be answered; retry`);
+    return;
+  }
+  const wire = { ...reply } as Record<string, unknown>;
+  for (const field of sealedFields) {
+    const value = wire[field];
+    if (typeof value === 'string') wire[field] = sealTo(replyKey as string, value, name);
+  }
+  message.respond(encoder.encode(JSON.stringify(wire)));
+}
+
 /**
  * Serves declared RPCs as one NATS service named after the responder, in its replicas' queue group. An
  * invalid request is answered 400 naming the field (the handler is not called), a handler that throws 500;
@@ -195,56 +251,6 @@ export async function serveRpcs<S extends ServiceName>(
   logger: RpcLogger,
 ): Promise<RpcServer> {
   const inFlight = new Set<Promise<void>>();
-  const answer = async (name: RpcName, handler: RpcHandler<RpcName>, message: ServiceMsg) => {
-    let request: RpcRequest<RpcName>;
-    const sealedFields = sealedFieldsOf(name);
-    const headers = message.headers;
-    const replyKey = sealedFields.length > 0 ? headers?.get(REPLY_KEY_HEADER) : undefined;
-    try {
-      request = validateRpcRequest(name, JSON.parse(decoder.decode(message.data)));
-    } catch (error) {
-      logger.warn({ err: error, rpc: name }, 'invalid RPC request refused');
-      message.respondError(RPC_INVALID_REQUEST, oneLine((error as Error).message));
-      return;
-    }
-    if (sealedFields.length > 0 && !isReplyPublicKey(replyKey)) {
-      logger.warn({ rpc: name }, 'RPC request without a reply key refused');
-      message.respondError(
-        RPC_INVALID_REQUEST,
-        `${REPLY_KEY_HEADER} header: required, a base64url X25519 public key (32 bytes); ${name} answers sealed`,
-      );
-      return;
-    }
-    let reply: RpcReply<RpcName>;
-    try {
-      // The handler runs in a server span continuing the requester's trace (its traceparent header).
-      const answered = await withSpan(
-        `rpc ${name}`,
-        {
-          kind: SpanKind.SERVER,
-          carrier: headers
-            ? {
-                traceparent: headers.get('traceparent') || undefined,
-                tracestate: headers.get('tracestate') || undefined,
-              }
-            : undefined,
-          attributes: { 'rpc.system': 'nats', 'rpc.method': name },
-        },
-        () => handler(request),
-      );
-      reply = validateRpcReply(name, answered);
-    } catch (error) {
-      logger.error({ err: error, rpc: name }, 'RPC handler failed');
-      message.respondError(RPC_HANDLER_FAILED, `${name} could not be answered; retry`);
-      return;
-    }
-    const wire = { ...reply } as Record<string, unknown>;
-    for (const field of sealedFields) {
-      const value = wire[field];
-      if (typeof value === 'string') wire[field] = sealTo(replyKey as string, value, name);
-    }
-    message.respond(encoder.encode(JSON.stringify(wire)));
-  };
   const service = await bus.nc.services.add({
     name: responder,
     version: '1.0.0',
@@ -257,7 +263,7 @@ export async function serveRpcs<S extends ServiceName>(
       metadata: { rpc: name },
       handler: (error, message) => {
         if (error) return;
-        const task = answer(name, handler, message).finally(() => inFlight.delete(task));
+        const task = answerRpc(logger, name, handler, message).finally(() => inFlight.delete(task));
         inFlight.add(task);
       },
     });
