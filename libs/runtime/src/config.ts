@@ -184,44 +184,47 @@ export function settingsByName<T extends object>(
   ) as { [K in keyof T & string as SettingName<K>]: T[K] };
 }
 
+/** The variables every service reads, under the service's own defaults. */
+const commonSpecs = (defaults: { schema: string; port: number }) => ({
+  // 0 asks the OS for a free port (tests run many services side by side).
+  PORT: int({ default: defaults.port, min: 0, max: 65535 }),
+  DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
+  DB_SCHEMA: str({ default: defaults.schema }),
+  NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
+  NATS_USER: str({ default: '' }),
+  NATS_PASSWORD: str({ default: '' }),
+  NATS_CA_FILE: str({ default: '' }),
+  EVENT_NAMESPACE: str({ default: 'paygate' }),
+  LOG_LEVEL: str({
+    default: 'info',
+    choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+  }),
+  PUBLIC_BASE_URL: url({ default: 'http://localhost:8080' }),
+  NODE_ENV: str({ default: 'development' }),
+  STARTUP_ATTEMPTS: int({ default: 30, min: 1, max: 1000 }),
+  TRUSTED_PROXIES: str({ default: 'loopback' }),
+  DB_POOL_SIZE: int({ default: DEFAULT_DATABASE_LIMITS.poolSize, min: 1, max: 200 }),
+  DB_CONNECT_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.connectTimeoutMs, min: 100, max: 120_000 }),
+  DB_STATEMENT_TIMEOUT_MS: int({
+    default: DEFAULT_DATABASE_LIMITS.statementTimeoutMs,
+    min: 100,
+    max: 600_000,
+  }),
+  DB_LOCK_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.lockTimeoutMs, min: 100, max: 600_000 }),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: int({
+    default: DEFAULT_DATABASE_LIMITS.idleInTransactionTimeoutMs,
+    min: 1000,
+    max: 3_600_000,
+  }),
+  DB_IDLE_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.idleTimeoutMs, min: 100, max: 3_600_000 }),
+  NATS_STREAM_REPLICAS: int({ default: 1, min: 1, max: 5 }),
+});
+
 export function commonConfig(
   env: NodeJS.ProcessEnv,
   defaults: { serviceName: string; schema: string; port: number },
 ): CommonConfig {
-  const parsed = parseEnv(env, {
-    // 0 asks the OS for a free port (tests run many services side by side).
-    PORT: int({ default: defaults.port, min: 0, max: 65535 }),
-    DATABASE_URL: url({ default: 'postgres://postgres@127.0.0.1:5432/test' }),
-    DB_SCHEMA: str({ default: defaults.schema }),
-    NATS_URL: str({ default: 'nats://127.0.0.1:4222' }),
-    NATS_USER: str({ default: '' }),
-    NATS_PASSWORD: str({ default: '' }),
-    NATS_CA_FILE: str({ default: '' }),
-    EVENT_NAMESPACE: str({ default: 'paygate' }),
-    LOG_LEVEL: str({
-      default: 'info',
-      choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
-    }),
-    PUBLIC_BASE_URL: url({ default: 'http://localhost:8080' }),
-    NODE_ENV: str({ default: 'development' }),
-    STARTUP_ATTEMPTS: int({ default: 30, min: 1, max: 1000 }),
-    TRUSTED_PROXIES: str({ default: 'loopback' }),
-    DB_POOL_SIZE: int({ default: DEFAULT_DATABASE_LIMITS.poolSize, min: 1, max: 200 }),
-    DB_CONNECT_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.connectTimeoutMs, min: 100, max: 120_000 }),
-    DB_STATEMENT_TIMEOUT_MS: int({
-      default: DEFAULT_DATABASE_LIMITS.statementTimeoutMs,
-      min: 100,
-      max: 600_000,
-    }),
-    DB_LOCK_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.lockTimeoutMs, min: 100, max: 600_000 }),
-    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: int({
-      default: DEFAULT_DATABASE_LIMITS.idleInTransactionTimeoutMs,
-      min: 1000,
-      max: 3_600_000,
-    }),
-    DB_IDLE_TIMEOUT_MS: int({ default: DEFAULT_DATABASE_LIMITS.idleTimeoutMs, min: 100, max: 3_600_000 }),
-    NATS_STREAM_REPLICAS: int({ default: 1, min: 1, max: 5 }),
-  });
+  const parsed = parseEnv(env, commonSpecs(defaults));
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(parsed.DB_SCHEMA)) {
     throw new ConfigError('invalid configuration: DB_SCHEMA must be a lowercase SQL identifier');
   }
