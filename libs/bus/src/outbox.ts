@@ -78,19 +78,16 @@ export interface OutboxRelayOptions {
   publishInFlight?: number;
   /** How long one row's publish is retried (same Nats-Msg-Id) before the pass ends; past a leader election. */
   publishRetryMs?: number;
-  /** Published rows older than this are deleted; JetStream's dedupe window is far shorter. */
-  retainPublishedHours?: number;
-  /**
-   * Inbox rows older than this are deleted. An event can come back until the dead-letter stream forgets it
-   * (30 days, replay), so the inbox keeps its id a little longer than that.
-   */
-  retainInboxDays?: number;
   /** Rows deleted per statement, and statements per pruning pass (a pass is bounded; the next one goes on). */
   pruneBatchSize?: number;
   pruneMaxBatches?: number;
-  /** Pause between pruning passes. */
-  pruneIntervalMs?: number;
 }
+
+/** Published rows older than this are deleted; JetStream's dedupe window is far shorter. */
+const RETAIN_PUBLISHED_HOURS = 24;
+/** An event can come back until the dead-letter stream forgets it (30 days, replay): its inbox id outlives that. */
+const RETAIN_INBOX_DAYS = 31;
+const PRUNE_INTERVAL_MS = 60_000;
 
 /**
  * Publishes outbox rows to JetStream with Nats-Msg-Id = event id. Several replicas may run: rows are
@@ -115,16 +112,13 @@ export class OutboxRelay {
       publishTimeoutMs: options.publishTimeoutMs ?? 5000,
       publishInFlight: Math.max(1, options.publishInFlight ?? 64),
       publishRetryMs: options.publishRetryMs ?? 30_000,
-      retainPublishedHours: options.retainPublishedHours ?? 24,
-      retainInboxDays: options.retainInboxDays ?? 31,
       pruneBatchSize: options.pruneBatchSize ?? 1000,
       pruneMaxBatches: options.pruneMaxBatches ?? 20,
-      pruneIntervalMs: options.pruneIntervalMs ?? 60_000,
     };
     this.loop = new PollingLoop(
       async () => {
         const published = await this.publishBatch();
-        if (Date.now() - this.lastPrune >= this.options.pruneIntervalMs) {
+        if (Date.now() - this.lastPrune >= PRUNE_INTERVAL_MS) {
           this.lastPrune = Date.now();
           await this.prune();
         }
@@ -291,14 +285,13 @@ export class OutboxRelay {
    * (at most pruneMaxBatches statements of pruneBatchSize rows; a bigger backlog goes on at the next pass).
    */
   async prune(): Promise<{ outbox: number; inbox: number }> {
-    const { retainPublishedHours, retainInboxDays } = this.options;
     return {
       outbox: await this.deleteInBatches(
-        sql`select ctid from outbox where published_at < now() - make_interval(hours => ${retainPublishedHours})`,
+        sql`select ctid from outbox where published_at < now() - make_interval(hours => ${RETAIN_PUBLISHED_HOURS})`,
         'outbox',
       ),
       inbox: await this.deleteInBatches(
-        sql`select ctid from inbox where processed_at < now() - make_interval(days => ${retainInboxDays})`,
+        sql`select ctid from inbox where processed_at < now() - make_interval(days => ${RETAIN_INBOX_DAYS})`,
         'inbox',
       ),
     };
