@@ -15,6 +15,7 @@ import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './e
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+const ACK_WAIT_MS = 30_000;
 
 /** Handles one event inside the transaction that records it in the inbox (`DB`: the service's `Database`). */
 export type EventHandler<S extends Subject, DB> = (
@@ -37,7 +38,6 @@ interface CommonConsumerOptions<S extends Subject> {
   /** Delay before redelivery n is min(baseBackoffMs * 2^(n-1), maxBackoffMs) (the ceiling of ./backoff, no jitter). */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
-  ackWaitMs?: number;
   /** Transactions in flight at once; effects stay exactly-once through the inbox whatever the order. */
   concurrency?: number;
   /** Called for each event after its transaction committed (for example to kick the outbox relay). */
@@ -108,7 +108,6 @@ export class InboxConsumer<S extends Subject, DB> {
       maxAttempts: 8,
       baseBackoffMs: 500,
       maxBackoffMs: 60_000,
-      ackWaitMs: 30_000,
       concurrency: 1,
       deliverNewOnly: false,
       afterCommit: () => undefined,
@@ -150,7 +149,7 @@ export class InboxConsumer<S extends Subject, DB> {
       ack_policy: AckPolicy.Explicit,
       deliver_policy: this.options.deliverNewOnly ? DeliverPolicy.New : DeliverPolicy.All,
       filter_subject: this.bus.subjectFor(this.options.subject),
-      ack_wait: this.options.ackWaitMs * 1_000_000,
+      ack_wait: ACK_WAIT_MS * 1_000_000,
       // The server's own bound sits above ours, so our dead-lettering always runs first.
       max_deliver: this.options.maxAttempts + 2,
       max_ack_pending: Math.max(1000, concurrency * 10, batchSize * concurrency * 4),
