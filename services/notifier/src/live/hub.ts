@@ -1,13 +1,13 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Bus } from '@paygate/bus';
-import { SELLER_LIVE_EVENTS, validateEvent } from '@paygate/contracts';
+import { type EventEnvelope, SELLER_LIVE_EVENTS, validateEvent } from '@paygate/contracts';
 import { addressBucket, clientAddress, errorBody, HttpError, HttpReason } from '@paygate/http';
 import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
-import type { Msg, Subscription } from 'nats';
+import type { Subscription } from 'nats';
 import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
@@ -44,12 +44,11 @@ export class LiveUpdates {
   private readonly wss: WebSocketServer;
   private readonly bySession = new Map<string, Set<Client>>();
   private readonly bySeller = new Map<string, Set<Client>>();
-  private readonly sellerSubscriptions: Subscription[] = [];
+  private readonly subscriptions: Subscription[] = [];
   private readonly clients = new Set<Client>();
   /** Open sockets per client address (an IPv6 one by its /64: addressBucket) on this replica. */
   private readonly socketsByAddress = new Map<string, number>();
   private readonly recent = new Map<string, CheckoutSessionSnapshot>();
-  private subscription: Subscription | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly connections: Gauge;
 
@@ -75,45 +74,39 @@ export class LiveUpdates {
   start(): void {
     const { bus } = this.deps;
     // `<ns>.checkout.*` covers every checkout.session_* subject; a core subscription sees JetStream publishes.
-    this.subscription = bus.nc.subscribe(`${bus.subjectFor('checkout')}.*`, {
-      callback: (_error, message) => this.onSessionEvent(message),
+    this.hear(`${bus.subjectFor('checkout')}.*`, 'session', (envelope) => {
+      if (envelope.type.startsWith('checkout.session_'))
+        this.publish(envelope.data as CheckoutSessionSnapshot);
     });
     // A seller's own changes, from every producer: each names its seller, and only that seller's sockets hear it.
     for (const subject of SELLER_LIVE_EVENTS) {
-      this.sellerSubscriptions.push(
-        bus.nc.subscribe(bus.subjectFor(subject), {
-          callback: (_error, message) => this.onSellerEvent(subject, message),
-        }),
-      );
+      this.hear(bus.subjectFor(subject), 'seller', (envelope) => {
+        const sellerId = (envelope.data as { sellerId?: unknown }).sellerId;
+        if (typeof sellerId !== 'string') return; // e.g. a refund of money that paid no seller
+        this.publishToSeller(sellerId, {
+          type: 'seller_event',
+          eventId: envelope.id,
+          eventType: subject,
+          occurredAt: envelope.occurredAt,
+        });
+      });
     }
     this.heartbeat = setInterval(() => this.sweep(), this.deps.config.wsHeartbeatIntervalMs);
     this.heartbeat.unref();
   }
 
-  private onSessionEvent(message: Msg): void {
-    try {
-      const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
-      if (!envelope.type.startsWith('checkout.session_')) return;
-      this.publish(envelope.data as CheckoutSessionSnapshot);
-    } catch (error) {
-      this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid session event');
-    }
-  }
-
-  private onSellerEvent(subject: SellerEventMessage['eventType'], message: Msg): void {
-    try {
-      const envelope = validateEvent(JSON.parse(decoder.decode(message.data)));
-      const sellerId = (envelope.data as { sellerId?: unknown }).sellerId;
-      if (typeof sellerId !== 'string') return; // e.g. a refund of money that paid no seller
-      this.publishToSeller(sellerId, {
-        type: 'seller_event',
-        eventId: envelope.id,
-        eventType: subject,
-        occurredAt: envelope.occurredAt,
-      });
-    } catch (error) {
-      this.deps.logger.warn({ err: error, subject: message.subject }, 'ignored an invalid seller event');
-    }
+  /** A core subscription handing each valid event to `heard`; an invalid one is logged and ignored. */
+  private hear(subject: string, what: string, heard: (envelope: EventEnvelope) => void): void {
+    const subscription = this.deps.bus.nc.subscribe(subject, {
+      callback: (_error, message) => {
+        try {
+          heard(validateEvent(JSON.parse(decoder.decode(message.data))));
+        } catch (error) {
+          this.deps.logger.warn({ err: error, subject: message.subject }, `ignored an invalid ${what} event`);
+        }
+      },
+    });
+    this.subscriptions.push(subscription);
   }
 
   attach(server: Server): void {
@@ -143,8 +136,7 @@ export class LiveUpdates {
 
   async stop(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
-    this.subscription?.unsubscribe();
-    for (const subscription of this.sellerSubscriptions.splice(0)) subscription.unsubscribe();
+    for (const subscription of this.subscriptions.splice(0)) subscription.unsubscribe();
     for (const client of this.clients) client.socket.terminate();
     this.clients.clear();
     this.socketsByAddress.clear();
