@@ -1,10 +1,5 @@
-/** Told apart by class; HTTP refusals are `HttpError`s, the socket's its `ErrorCode`s (live/protocol.ts). */
-export class NotifierError extends Error {
-  override name = 'NotifierError';
-}
-
 /** The registry did not give the seller's signing secret in time: try later. */
-export class SecretUnavailableError extends NotifierError {
+export class SecretUnavailableError extends Error {
   override name = 'SecretUnavailableError';
 }
 

@@ -73,18 +73,13 @@ export function parseClientMessage(
   data: RawData,
   isBinary: boolean,
 ): ClientMessage | undefined {
-  const message = isBinary ? undefined : parseJson(data.toString());
+  let message: unknown;
+  try {
+    message = isBinary ? undefined : JSON.parse(data.toString());
+  } catch {}
   if (typeof message === 'object' && message !== null) return message as ClientMessage;
   sendError(client, 'invalid_message', 'messages are JSON objects: {"type":"subscribe","sessionId":"..."}');
   return undefined;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }
 
 /** Answers an upgrade request that is not accepted with a plain HTTP response, then closes the socket. */
