@@ -52,7 +52,6 @@ export {
   RpcServiceError,
   RpcUnavailableError,
   requestRpc,
-  rpcClient,
   serveRpc,
   serveRpcs,
 } from './rpc';

@@ -1,6 +1,6 @@
-import type { ClaimedVia, RpcRequest } from '@paygate/contracts';
+import type { ClaimedVia, RpcReply, RpcRequest } from '@paygate/contracts';
 import type { Bus } from './connection';
-import { type RpcClient, RpcUnavailableError, rpcClient } from './rpc';
+import { RpcUnavailableError, requestRpc } from './rpc';
 
 /** How long a claimant waits for the ledger's answer before it treats the ledger as unavailable. */
 export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
@@ -31,16 +31,15 @@ export type LedgerClaimResult =
  * errors.
  */
 export class LedgerClaimClient {
-  private readonly ledger: RpcClient<'ledger'>;
-
-  constructor(bus: Bus, timeoutMs = LEDGER_CLAIM_TIMEOUT_MS) {
-    this.ledger = rpcClient(bus, 'ledger', { timeoutMs });
-  }
+  constructor(
+    private readonly bus: Bus,
+    private readonly timeoutMs = LEDGER_CLAIM_TIMEOUT_MS,
+  ) {}
 
   async claim(request: LedgerClaimRequest): Promise<LedgerClaimResult> {
-    let reply: Awaited<ReturnType<RpcClient<'ledger'>['claimTransfer']>>;
+    let reply: RpcReply<'ledger.claim_transfer'>;
     try {
-      reply = await this.ledger.claimTransfer(request);
+      reply = await requestRpc(this.bus, 'ledger.claim_transfer', request, { timeoutMs: this.timeoutMs });
     } catch (error) {
       if (!(error instanceof RpcUnavailableError)) throw error;
       return { ok: false, reason: 'ledger_unavailable', message: 'the ledger did not answer', error };

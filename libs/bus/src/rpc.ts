@@ -137,38 +137,6 @@ function traceHeaders(): MsgHdrs | undefined {
   return headers;
 }
 
-type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}`
-  ? `${Head}${Capitalize<CamelCase<Tail>>}`
-  : S;
-const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
-
-/** The RPCs under one prefix (`ledger`, `registry`, `relayer`, `settlement`): what `rpcClient` can call. */
-export type RpcPrefix = RpcName extends `${infer Prefix}.${string}` ? Prefix : never;
-
-/**
- * A typed client for every RPC under one prefix, derived from RPCS: `ledger.claim_transfer` is
- * `rpcClient(bus, 'ledger', …).claimTransfer(request)`, with requestRpc's validation, sealing and errors.
- */
-export type RpcClient<P extends RpcPrefix> = {
-  [N in RpcName as N extends `${P}.${infer Method}` ? CamelCase<Method> : never]: (
-    request: RpcRequest<N>,
-  ) => Promise<RpcReply<N>>;
-};
-
-export function rpcClient<P extends RpcPrefix>(
-  bus: Bus,
-  prefix: P,
-  options: { timeoutMs: number },
-): RpcClient<P> {
-  const client: Record<string, (request: unknown) => Promise<unknown>> = {};
-  for (const name of Object.keys(RPCS) as RpcName[]) {
-    if (!name.startsWith(`${prefix}.`)) continue;
-    client[camelCase(name.slice(prefix.length + 1))] = (request) =>
-      requestRpc(bus, name, request as RpcRequest<typeof name>, options);
-  }
-  return client as RpcClient<P>;
-}
-
 export type RpcHandler<N extends RpcName> = (request: RpcRequest<N>) => Promise<RpcReply<N>>;
 
 /** The RPCs a responder answers (those declared with it as `responder`), each with its handler. */

@@ -3,7 +3,7 @@ import { RpcValidationError } from '@paygate/contracts';
 import { startTelemetry, stopTelemetry, withSpan } from '@paygate/telemetry';
 import { createTestEnvironment, type TestEnvironment } from '@paygate/testing';
 import { RequestStrategy } from 'nats';
-import { type Bus, RpcServiceError, RpcUnavailableError, requestRpc, rpcClient, serveRpcs } from '../src';
+import { type Bus, RpcServiceError, RpcUnavailableError, requestRpc, serveRpcs } from '../src';
 
 const quiet = { warn: () => undefined, error: () => undefined };
 const SECRET = { ok: true as const, secret: 'whsec_rpc_test', version: 3 };
@@ -96,28 +96,6 @@ describe('RPCs declared in contracts, served with the NATS service API (real NAT
     await expect(
       requestRpc(bus, 'registry.webhook_secret', { sellerId: 'sel_known' }, { timeoutMs: 500 }),
     ).rejects.toThrow(RpcUnavailableError);
-  });
-
-  it('rpcClient derives one typed method per RPC of a prefix from the contracts', async () => {
-    const server = await serveRpcs(
-      bus,
-      'registry',
-      {
-        'registry.webhook_secret': async ({ sellerId }) =>
-          sellerId === 'sel_known' ? SECRET : { ok: false },
-        'registry.forwarding_key': async () => ({ ok: false }),
-      },
-      quiet,
-    );
-    try {
-      const registry = rpcClient(bus, 'registry', { timeoutMs: 2000 });
-      expect(Object.keys(registry).sort()).toEqual(['forwardingKey', 'resolveApiKey', 'webhookSecret']);
-      expect(await registry.webhookSecret({ sellerId: 'sel_known' })).toEqual(SECRET);
-      // The request is validated before it is sent, as with requestRpc.
-      await expect(registry.webhookSecret({ sellerId: '' })).rejects.toThrow(RpcValidationError);
-    } finally {
-      await server.stop();
-    }
   });
 
   it("continues the caller's trace in the responder: the request's traceparent header, a server span under the client's", async () => {
