@@ -49,10 +49,6 @@ export class PollingLoop {
     private readonly options: PollingLoopOptions,
   ) {}
 
-  get running(): boolean {
-    return this.current !== undefined;
-  }
-
   get isStopped(): boolean {
     return this.stopped;
   }
