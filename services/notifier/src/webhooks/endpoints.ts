@@ -26,7 +26,7 @@ import {
   updateEndpoint,
 } from './endpoint-store';
 import { WEBHOOK_EVENT_TYPES } from './payload';
-import { type SellerRouteAuth, secretKeyAuth, sellerOf } from './seller-request';
+import { secretKeyAuth, sellerOf } from './seller-request';
 
 const EventName = Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(ALL_EVENTS)]);
 const Events = Type.Array(EventName, {
@@ -129,20 +129,16 @@ export interface WebhookRouteDeps {
 
 /** Webhook endpoints, beside the account's single webhook URL (registry). */
 export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
-  const auth = secretKeyAuth(deps.auth);
   return [
-    ...endpointListRoutes(ctx, deps, auth),
-    ...oneEndpointRoutes(ctx, deps, auth),
-    ...endpointActionRoutes(ctx, deps, auth),
+    ...endpointListRoutes(ctx, deps),
+    ...oneEndpointRoutes(ctx, deps),
+    ...endpointActionRoutes(ctx, deps),
   ];
 }
 
 /** The seller's endpoints, and a new one. */
-function endpointListRoutes(
-  ctx: ServiceContext<NotifierDatabase>,
-  deps: WebhookRouteDeps,
-  auth: SellerRouteAuth,
-): AnyRoute[] {
+function endpointListRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
+  const auth = secretKeyAuth(deps.auth);
   const { config, secrets } = deps;
   return [
     defineRoute({
@@ -188,11 +184,8 @@ function endpointListRoutes(
 }
 
 /** One endpoint: read, change, delete. */
-function oneEndpointRoutes(
-  ctx: ServiceContext<NotifierDatabase>,
-  deps: WebhookRouteDeps,
-  auth: SellerRouteAuth,
-): AnyRoute[] {
+function oneEndpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
+  const auth = secretKeyAuth(deps.auth);
   const { config } = deps;
   return [
     defineRoute({
@@ -253,11 +246,8 @@ function oneEndpointRoutes(
 }
 
 /** An endpoint's secret rotation and test event. */
-function endpointActionRoutes(
-  ctx: ServiceContext<NotifierDatabase>,
-  deps: WebhookRouteDeps,
-  auth: SellerRouteAuth,
-): AnyRoute[] {
+function endpointActionRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
+  const auth = secretKeyAuth(deps.auth);
   const { config, secrets, dispatcher } = deps;
   return [
     defineRoute({

@@ -28,7 +28,7 @@ import {
   findDelivery,
   listDeliveries,
 } from './repository';
-import { type SellerRouteAuth, secretKeyAuth, sellerOf } from './seller-request';
+import { secretKeyAuth, sellerOf } from './seller-request';
 
 const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
 const ListQuery = Type.Object(
@@ -47,11 +47,11 @@ const DeliveryParams = Type.Object({ id: Id });
 
 /** The seller's view of its webhook deliveries: list, inspect (with every attempt), ask for a redelivery. */
 export function webhookRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
-  const auth = secretKeyAuth(deps.auth);
-  return [...endpointRoutes(ctx, deps), ...deliveryLogRoutes(ctx, auth), redeliverRoute(ctx, deps, auth)];
+  return [...endpointRoutes(ctx, deps), ...deliveryLogRoutes(ctx, deps), redeliverRoute(ctx, deps)];
 }
 
-function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, auth: SellerRouteAuth): AnyRoute[] {
+function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
+  const auth = secretKeyAuth(deps.auth);
   const { db } = ctx;
   return [
     defineRoute({
@@ -70,15 +70,10 @@ function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, auth: SellerRo
       handler: async (req, res) => {
         const limit = Number(req.query.limit ?? '20');
         const rows = await listDeliveries(db, sellerOf(req), { ...req.query, limit });
-        const attempts = await attemptsOf(
-          db,
-          rows.map((r) => r.delivery_id),
-        );
-        const circuits = await circuitsOf(
-          db,
-          sellerOf(req),
-          rows.map((row) => targetOf(row.endpoint_id)),
-        );
+        const ids = rows.map((r) => r.delivery_id);
+        const attempts = await attemptsOf(db, ids);
+        const targets = rows.map((row) => targetOf(row.endpoint_id));
+        const circuits = await circuitsOf(db, sellerOf(req), targets);
         const view = (row: (typeof rows)[number]) =>
           toDeliveryView(
             row,
@@ -119,17 +114,14 @@ function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, auth: SellerRo
   ];
 }
 
-function redeliverRoute(
-  ctx: ServiceContext<NotifierDatabase>,
-  { config, dispatcher }: WebhookRouteDeps,
-  auth: SellerRouteAuth,
-): AnyRoute {
+function redeliverRoute(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute {
+  const { config, dispatcher } = deps;
   return defineRoute({
     method: 'post',
     path: '/api/v1/webhooks/deliveries/:id/redeliver',
     operationId: 'redeliverWebhook',
     summary: 'Send the same event (same id and body) again as a new delivery with its own retries',
-    auth,
+    auth: secretKeyAuth(deps.auth),
     params: DeliveryParams,
     headers: [
       idempotencyKeyParameter(

@@ -12,5 +12,3 @@ export function sellerOf(req: Pick<Request, 'seller'>): string {
 export function secretKeyAuth(auth: SellerAuth) {
   return { scheme: 'secretKey', middleware: auth.middleware() };
 }
-
-export type SellerRouteAuth = ReturnType<typeof secretKeyAuth>;
