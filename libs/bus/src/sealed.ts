@@ -32,10 +32,6 @@ export class SealedValueError extends BusError {
   override name = 'SealedValueError';
 }
 
-export function newReplyKey(): ReplyKey {
-  return newX25519Pair();
-}
-
 /** An X25519 public key in DER (SPKI) is a fixed 12-byte header, then the 32 raw bytes. */
 const RAW_X25519_PUBLIC_KEY_BYTES = 32;
 
@@ -44,7 +40,7 @@ const RAW_X25519_PUBLIC_KEY_BYTES = 32;
  * imported again, so no KeyObject shares its lock with the generation job: Node 20 deadlocks when that job is
  * garbage-collected while one of its keys is being exported as a JWK (a test worker hung forever in ExportJWKEdKey).
  */
-function newX25519Pair(): ReplyKey {
+export function newReplyKey(): ReplyKey {
   const { publicKey, privateKey } = generateKeyPairSync('x25519', {
     publicKeyEncoding: { type: 'spki', format: 'der' },
     privateKeyEncoding: { type: 'pkcs8', format: 'der' },
@@ -73,7 +69,7 @@ function derivedKey(shared: Buffer, ephemeral: string, recipient: string, contex
 /** Seals `plaintext` to the recipient's public key; the result is one ASCII string. */
 export function sealTo(recipientPublicKey: string, plaintext: string, context: string): string {
   const recipient = importPublicKey(recipientPublicKey);
-  const ephemeral = newX25519Pair();
+  const ephemeral = newReplyKey();
   const ephemeralPublic = ephemeral.publicKey;
   const shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient });
   const iv = randomBytes(12);
