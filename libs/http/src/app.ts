@@ -171,7 +171,6 @@ type ErrorAnswer = { status: number; body: ErrorBody };
 
 /** One kind of error and how it is answered; `heard` names which of errorResponse's callbacks hears of it. */
 interface ErrorKind {
-  name: string;
   matches(error: any): boolean;
   heard?: 'unexpected' | 'databaseRefusal';
   answer(error: any): HttpError;
@@ -181,14 +180,9 @@ const unavailable = (code: string, message: string) => () => new HttpError(503, 
 
 /** The kinds of error with their own answer, in order: the first that matches answers. */
 const ERROR_KINDS: readonly ErrorKind[] = [
-  { name: 'an HttpError', matches: (error) => error instanceof HttpError, answer: (error) => error },
+  { matches: (error) => error instanceof HttpError, answer: (error) => error },
+  { matches: (error) => error?.type === 'entity.parse.failed', answer: invalidJson },
   {
-    name: 'a body that is not JSON',
-    matches: (error) => error?.type === 'entity.parse.failed',
-    answer: invalidJson,
-  },
-  {
-    name: 'a body over the limit',
     matches: (error) => error?.type === 'entity.too.large',
     answer: () =>
       new HttpError(413, HttpReason.BodyTooLarge, 'body is larger than the limit', {
@@ -197,7 +191,6 @@ const ERROR_KINDS: readonly ErrorKind[] = [
       }),
   },
   {
-    name: 'a value Postgres refuses',
     matches: isDatabaseDataError,
     heard: 'databaseRefusal',
     answer: () =>
@@ -207,18 +200,15 @@ const ERROR_KINDS: readonly ErrorKind[] = [
   },
   {
     // Express could not decode a path value ("%zz", a cut UTF-8 sequence): bad input, named like any other.
-    name: 'a path that is not percent-encoded UTF-8',
     matches: (error) => error instanceof URIError && (error as { status?: number }).status === 400,
     answer: (error) => badRequest('path', 'must be valid percent-encoded UTF-8', String(error.message)),
   },
   {
-    name: 'the database unavailable',
     matches: isDatabaseUnavailable,
     heard: 'unexpected',
     answer: unavailable(HttpReason.DatabaseUnavailable, 'the database is unavailable; retry shortly'),
   },
   {
-    name: 'a service over the bus unavailable',
     matches: isDependencyUnavailable,
     heard: 'unexpected',
     answer: unavailable(
@@ -227,7 +217,7 @@ const ERROR_KINDS: readonly ErrorKind[] = [
     ),
   },
   {
-    name: "another client error (express's or a library's 4xx)",
+    // Another client error: express's or a library's 4xx.
     matches: (error) => typeof error?.status === 'number' && error.status >= 400 && error.status < 500,
     answer: (error) =>
       new HttpError(error.status, HttpReason.BadRequest, String(error.message ?? 'bad request')),

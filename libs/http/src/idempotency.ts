@@ -13,8 +13,7 @@ import { HttpError, HttpReason } from './errors';
  * Storage is each service's own (its own table in its own schema), behind one of two interfaces:
  * `IdempotencyStore` when the answer is stored in the transaction that makes the effect (escrow-ledger,
  * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose
- * record is written by the statement that makes the effect (checkout) uses the fingerprint and
- * `replayOrRefuse`.
+ * record is written by the statement that makes the effect (checkout) uses the fingerprint and `refuseOtherRequest`.
  */
 const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
