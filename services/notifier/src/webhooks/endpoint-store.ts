@@ -86,11 +86,9 @@ export function insertEndpoint(
   endpoint: NewEndpoint,
 ): Promise<EndpointRow> {
   return ctx.inTransaction(async (trx) => {
-    const { count } = await trx
-      .selectFrom('webhook_endpoints')
+    const { count } = await liveEndpoints(trx, at.sellerId)
+      .clearSelect()
       .select((eb) => eb.fn.countAll<string>().as('count'))
-      .where('seller_id', '=', at.sellerId)
-      .where('deleted_at', 'is', null)
       .executeTakeFirstOrThrow();
     if (Number(count) >= MAX_ENDPOINTS_PER_SELLER)
       throw conflict('too_many_endpoints', `at most ${MAX_ENDPOINTS_PER_SELLER} endpoints: delete one first`);

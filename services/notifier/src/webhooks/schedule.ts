@@ -1,7 +1,7 @@
-type ResponseClass = 'delivered' | 'retryable' | 'permanent';
+import type { AttemptOutcome } from '../db';
 
 /** 2xx delivered; 408, 429 and 5xx retried; anything else (3xx are not followed, other 4xx) is final. */
-export function classifyStatus(status: number): ResponseClass {
+export function classifyStatus(status: number): AttemptOutcome {
   if (status >= 200 && status < 300) return 'delivered';
   if (status === 408 || status === 429 || status >= 500) return 'retryable';
   return 'permanent';
