@@ -18,9 +18,6 @@ export {
 } from './consumer';
 export { listDeadLetters, replayDeadLetter } from './dead-letters';
 export {
-  BusConfigError,
-  BusError,
-  DeadLetterError,
   isJetStreamError,
   isTransientJetStreamError,
   JetStreamErrorCode,
@@ -38,7 +35,6 @@ export { type AuthorizedNatsServer, findNatsServerBinary, startAuthorizedNatsSer
 export { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES, OutboxRelay } from './outbox';
 export {
   ADMIN_USER,
-  busPermissions,
   generateNatsPasswords,
   type NatsPasswords,
   renderNatsAuthorization,
