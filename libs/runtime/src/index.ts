@@ -27,12 +27,7 @@ export {
   readRepeatableSql,
 } from './database';
 export {
-  DatabaseSetupError,
   NotReadyError,
-  ReadinessTimeoutError,
-  RuntimeError,
-  RuntimeReason,
-  SealedSecretError,
   StartupError,
   UndeclaredConsumerError,
 } from './errors';
