@@ -55,7 +55,6 @@ export {
   checkRateLimit,
   type RateDecision,
   type RateLimitTables,
-  type RateLimitWindowsTable,
   rateLimitMiddleware,
   rateLimitNowOrLater,
   SharedRateLimiter,
