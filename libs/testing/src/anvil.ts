@@ -12,6 +12,7 @@ import {
   Wallet,
 } from 'ethers';
 import { findFreePort, isAlive } from './ports';
+import { killOnExit } from './processes';
 import { minedReceipt } from './receipts';
 import { testWallets } from './wallets';
 
@@ -30,22 +31,7 @@ function resolveAnvilBinary(): string {
   return require.resolve(`${platformPackage}/bin/${binaryName}`, { paths: [wrapperDir] });
 }
 
-// Every anvil this process started; killed synchronously if the process exits without stopping them.
-const runningAnvils = new Set<ChildProcess>();
-let exitHookInstalled = false;
-function registerForExitCleanup(child: ChildProcess): void {
-  runningAnvils.add(child);
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const running of runningAnvils) running.kill('SIGKILL');
-  });
-}
-
-/**
- * A `sh` process that SIGKILLs anvil (and removes `removeAfter`) when our end of its stdin pipe closes, i.e. when
- * this process dies in any way, including SIGKILL or a jest worker torn down without running 'exit' handlers.
- */
+/** A `sh` that SIGKILLs anvil (and removes `removeAfter`) once this process dies any way, 'exit' hook or not. */
 function startOrphanWatchdog(
   child: ChildProcess,
   removeAfter: readonly string[] = [],
@@ -108,7 +94,7 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw lastError;
 }
 
-/** A spawned anvil as its start sees it: the exit code once it exited, whether it said it listens, its output. */
+/** A spawned anvil as its start sees it. */
 interface AnvilProbe {
   exitCode(): number | null | undefined;
   listening(): boolean;
@@ -116,9 +102,18 @@ interface AnvilProbe {
   stop(): Promise<void>;
 }
 
+function anvilArgs(host: string, port: number, chainId: number): string[] {
+  return ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
+}
+
+/** Static network, no read cache, 100 ms polling. */
+function anvilProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
+  return makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
+}
+
 function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child: ChildProcess } {
   const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  registerForExitCleanup(child);
+  killOnExit(child);
   const watchdog = startOrphanWatchdog(child);
   let listening = false;
   let outputTail = '';
@@ -133,13 +128,11 @@ function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child
   const exited = new Promise<void>((resolve) => {
     child.once('exit', (code, signal) => {
       exitCode = code ?? (signal ? -1 : null);
-      runningAnvils.delete(child);
       resolve();
     });
     child.once('error', (error) => {
       outputTail += `\n${error.message}`;
       exitCode = -1;
-      runningAnvils.delete(child);
       resolve();
     });
   });
@@ -191,13 +184,13 @@ async function waitForAnvil(anvil: AnvilProbe, rpcUrl: string, chainId: number, 
 async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
   const chainId = options.chainId ?? DEFAULT_CHAIN_ID;
   const host = options.host ?? '127.0.0.1';
-  const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
+  const args = anvilArgs(host, port, chainId);
   if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
   args.push(...(options.extraArgs ?? []));
   const anvil = spawnAnvil(args, `Listening on ${host}:${port}`);
   const rpcUrl = `http://127.0.0.1:${port}`;
   await waitForAnvil(anvil, rpcUrl, chainId, options.startTimeoutMs ?? 10_000);
-  const provider = makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
+  const provider = anvilProvider(rpcUrl, chainId);
   let stopping: Promise<void> | undefined;
   return {
     rpcUrl,
@@ -217,13 +210,10 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
 
 // ---------------------------------------------------------------- the worker's shared anvil
 //
-// One anvil per jest worker, shared by the suites that worker runs one after another. A suite that asks for a
-// default chain leases it reset to its genesis snapshot, so it sees what a new anvil would show without paying for
-// a process start; only the deployer's nonce is the lease's own, so no two suites' contracts share an address. The
-// lease is kept in a file named after the worker's pid, because jest gives every test file its own module registry:
-// a suite that did not release it (a crash) makes the next ones start their own anvil, and a second default chain
-// inside one suite is a new process. The anvil and its files go with the worker (the orphan watchdog).
-// PAYGATE_SHARED_ANVIL=0 turns sharing off.
+// One anvil per jest worker, leased to its suites one after another reset to genesis (a new anvil's view without a
+// process start). The lease lives in a file named after the worker's pid because jest gives every test file its own
+// module registry; a lease never released (a crash) or held makes a suite start its own. PAYGATE_SHARED_ANVIL=0
+// turns sharing off.
 
 /** Deployer nonces one lease leaves to the next: more transactions than any suite's deployer sends. */
 const DEPLOYER_NONCE_STRIDE = 1_000_000n;
@@ -233,7 +223,7 @@ interface SharedAnvilState {
   pid: number;
   genesisSnapshot: string;
   leased: boolean;
-  /** Leases so far: each gives the deployer a nonce of its own (see resetToGenesis). */
+  /** Leases so far (see resetToGenesis). */
   leases?: number;
 }
 
@@ -260,31 +250,23 @@ async function leaseSharedAnvil(): Promise<AnvilInstance | undefined> {
   return resetToGenesis(await startSharedProcess(await findFreePort()));
 }
 
-/**
- * Reverts to the genesis snapshot (block 0, every account's nonce and balance, the clock offset), takes a new one (a
- * snapshot is used up by its revert), resets what a snapshot does not hold, and leases the node.
- */
+/** Reverts to the genesis snapshot, takes a new one (a revert uses it up), resets what it lacks, and leases the node. */
 async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<AnvilInstance> {
   const rpcUrl = `http://127.0.0.1:${state.port}`;
-  const provider = makeProvider(rpcUrl, {
-    timeoutMs: 10_000,
-    chainId: DEFAULT_CHAIN_ID,
-    pollingIntervalMs: 100,
-  });
+  const provider = anvilProvider(rpcUrl, DEFAULT_CHAIN_ID);
   try {
     if (state.genesisSnapshot) {
       const reverted = (await provider.send('evm_revert', [state.genesisSnapshot])) as boolean;
       if (!reverted) throw new Error(`evm_revert: unknown snapshot ${state.genesisSnapshot}`);
     }
-    // A transaction an earlier suite left pending (automine off) would count in a wallet's pending nonce, and the
-    // next suite's first transaction would wait behind that nonce gap forever.
+    // A transaction left pending (automine off) would hold the next suite's first one behind its nonce forever.
     await provider.send('anvil_dropAllTransactions', []);
     // Mining settings are not part of a snapshot: back to one block per transaction.
     await provider.send('evm_setIntervalMining', [0]);
     await provider.send('evm_setAutomine', [true]);
     const genesisSnapshot = (await provider.send('evm_snapshot', [])) as string;
-    // Code that judges by the latest block's time (EIP-3009 validity) must see now, not the node's start: one empty
-    // block stamped now, as a new node's next. The clock is set too: evm_increaseTime may outlive a revert.
+    // EIP-3009 validity judges by the latest block's time: one empty block stamped now (evm_increaseTime may
+    // outlive a revert).
     await provider.send('evm_setTime', [Math.floor(Date.now() / 1000)]);
     await provider.send('evm_mine', []);
     const latest = await provider.getBlock('latest');
@@ -294,8 +276,7 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
       await provider.send('evm_setNextBlockTimestamp', [now + 1]);
       await provider.send('evm_mine', []);
     }
-    // New contract addresses per lease: a process an earlier suite leaked (still minting or paying out on this
-    // port) then writes to a contract that does not exist here instead of moving this suite's TestUSDC.
+    // New contract addresses per lease: a process an earlier suite leaked cannot move this suite's TestUSDC.
     const leases = (state.leases ?? 0) + 1;
     await provider.send('anvil_setNonce', [
       testWallets.deployer.address,
@@ -327,15 +308,11 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
   };
 }
 
-/**
- * Starts the anvil the worker keeps: its output goes to a file (no pipe or listener ties it to the test file that
- * started it) and it is unref'd, so it never keeps a worker alive.
- */
+/** The anvil the worker keeps: output to a file and unref'd, so no test file's pipe ties it and no worker waits. */
 async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 'leased'>> {
   const logPath = path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.log`);
   const logFd = openSync(logPath, 'w');
-  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(DEFAULT_CHAIN_ID)];
-  const child = spawn(resolveAnvilBinary(), [...args, '--accounts', '10'], {
+  const child = spawn(resolveAnvilBinary(), anvilArgs('127.0.0.1', port, DEFAULT_CHAIN_ID), {
     stdio: ['ignore', logFd, logFd],
   });
   closeSync(logFd);
@@ -371,10 +348,7 @@ export function contractArtifact(name: string): { abi: InterfaceAbi; bytecode: s
   return artifacts.get(name)!;
 }
 
-/**
- * Deploys TestUSDC from the anvil deployer account, which becomes the token owner, the only account allowed to mint.
- * Resolves once the contract is mined.
- */
+/** Deploys TestUSDC, mined, from the anvil deployer, which becomes its owner (the only account that may mint). */
 export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string; contract: Contract }> {
   const signer = new Wallet(
     testWallets.deployer.privateKey,
@@ -410,10 +384,7 @@ export async function increaseTime(provider: RpcSender, seconds: number): Promis
   await mine(provider, 1);
 }
 
-/**
- * Replaces the last `depth` blocks with new empty ones (anvil_reorg), dropping their transactions. The chain height
- * stays the same; block hashes change.
- */
+/** Replaces the last `depth` blocks with empty ones (anvil_reorg): same height, new hashes, their transactions gone. */
 export async function reorg(provider: RpcSender, depth: number): Promise<void> {
   if (!Number.isSafeInteger(depth) || depth < 1) throw new Error('depth must be a positive integer');
   await provider.send('anvil_reorg', [depth, []]);

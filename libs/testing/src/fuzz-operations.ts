@@ -42,20 +42,31 @@ function resolveRefs(value: unknown, doc: Json, depth = 0): any {
   return value;
 }
 
-/** What reads and writes share: each security requirement's scheme names, and the documented response bodies. */
-function described(doc: Json, operation: Json) {
-  return {
-    security: ((operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>).map((r) =>
-      Object.keys(r),
-    ),
-    responses: Object.fromEntries(
-      Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
+/** The document's operations of `methods` ($refs resolved), with what reads and writes share. */
+function operationsOf(document: Json, methods: readonly string[]) {
+  const doc = resolveRefs(document, document) as Json;
+  return Object.entries<Json>(doc.paths ?? {}).flatMap(([path, item]) =>
+    methods.flatMap((method) => {
+      const operation = item[method] as Json | undefined;
+      if (!operation) return [];
+      const security = (operation.security ?? doc.security ?? []) as Array<Record<string, unknown>>;
+      const responses = Object.entries<Json>(operation.responses ?? {}).map(([status, response]) => [
         status,
         response.content?.['application/json']?.schema,
-      ]),
-    ) as Record<string, Json | undefined>,
-    errorSchema: doc.components?.schemas?.Error as Json,
-  };
+      ]);
+      return [
+        {
+          path,
+          item,
+          method,
+          operation,
+          security: security.map((requirement) => Object.keys(requirement)),
+          responses: Object.fromEntries(responses) as Record<string, Json | undefined>,
+          errorSchema: doc.components?.schemas?.Error as Json,
+        },
+      ];
+    }),
+  );
 }
 
 export interface ReadOperation {
@@ -70,23 +81,13 @@ export interface ReadOperation {
 
 /** Every GET operation of a served OpenAPI document that takes path or query parameters. */
 export function parameterisedReads(service: string, document: Json): ReadOperation[] {
-  const doc = resolveRefs(document, document) as Json;
-  const reads: ReadOperation[] = [];
-  for (const [path, item] of Object.entries<Json>(doc.paths ?? {})) {
-    const operation = item.get as Json | undefined;
-    if (!operation) continue;
+  return operationsOf(document, ['get']).flatMap(({ item, operation, method: _get, ...read }) => {
     const parameters = [...(item.parameters ?? []), ...(operation.parameters ?? [])] as Json[];
     const named = (where: string) => parameters.filter((p) => p.in === where).map((p) => String(p.name));
-    if (named('path').length === 0 && named('query').length === 0) continue;
-    reads.push({
-      service,
-      path,
-      pathParameters: named('path'),
-      queryParameters: named('query'),
-      ...described(doc, operation),
-    });
-  }
-  return reads;
+    const [pathParameters, queryParameters] = [named('path'), named('query')];
+    if (pathParameters.length === 0 && queryParameters.length === 0) return [];
+    return [{ service, pathParameters, queryParameters, ...read }];
+  });
 }
 
 /** Percent-encoded hostile values for a path segment or a query value. */
@@ -108,24 +109,18 @@ export const HOSTILE_URL_VALUES = [
 
 /** Every POST, PUT and PATCH operation of a served OpenAPI document. */
 export function writeOperations(service: string, document: Json): WriteOperation[] {
-  const doc = resolveRefs(document, document) as Json;
-  const operations: WriteOperation[] = [];
-  for (const [path, item] of Object.entries<Json>(doc.paths ?? {})) {
-    for (const method of ['post', 'put', 'patch'] as const) {
-      const operation = item[method] as Json | undefined;
-      if (!operation) continue;
+  return operationsOf(document, ['post', 'put', 'patch']).map(
+    ({ item: _item, operation, method, ...write }) => {
       const media = operation.requestBody?.content?.['application/json'] as Json | undefined;
-      operations.push({
+      return {
         service,
         method: method.toUpperCase() as WriteOperation['method'],
-        path,
         bodySchema: media?.schema,
         bodyExample: media?.example ?? Object.values<Json>(media?.examples ?? {})[0]?.value,
-        ...described(doc, operation),
-      });
-    }
-  }
-  return operations;
+        ...write,
+      };
+    },
+  );
 }
 
 /** What an operation without a documented body accepts: nothing, or an empty object. */

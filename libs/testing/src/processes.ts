@@ -19,6 +19,12 @@ process.once('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
+/** SIGKILLs `child` if this process exits before it. */
+export function killOnExit(child: ChildProcess): void {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
 /** Runs a TypeScript entry point as its own Node process (no tsx wrapper: SIGKILL kills it as a crash would). */
 export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
   return spawnNodeProcess(['--import', 'tsx', path.resolve(REPO_ROOT, entry)], env);
@@ -80,7 +86,7 @@ export function spawnNodeProcess(
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  running.add(child);
+  killOnExit(child);
   let output = '';
   const keep = (chunk: Buffer) => {
     output += chunk;
@@ -88,10 +94,7 @@ export function spawnNodeProcess(
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      running.delete(child);
-      resolve(code);
-    });
+    child.once('exit', resolve);
   });
   return {
     child,
