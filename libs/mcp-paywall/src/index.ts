@@ -28,23 +28,16 @@ export interface PaidToolOptions {
 
 export type PaywallConfig = X402SellerConfig;
 
+const UNAVAILABLE = 'Payment service unavailable: Paygate could not be reached; retry shortly';
 const errorResult = (message: string): ToolResult => ({
   isError: true,
   content: [{ type: 'text', text: message }],
 });
 
 /**
- * Prices the tools of your own MCP server (@modelcontextprotocol/sdk), paid per call with x402 and settled into
- * Paygate's escrow by Paygate's facilitator, credited to your account like any Paygate payment:
- *
- *   const paid = createPaywall({ apiKey: process.env.PAYGATE_API_KEY!, apiBaseUrl: 'https://paygate.example' });
- *   server.tool('forecast', 'Tomorrow's weather', { city: z.string() },
- *     paid({ tool: 'forecast', price: '0.05' }, async ({ city }) => ({ content: [{ type: 'text', text: '…' }] })));
- *
- * A call without `_meta["x402/payment"]` gets a payment-required result (isError, the requirements in
- * structuredContent and, as JSON, in `content[0].text`); a payment is settled before the tool runs, and the result
- * carries `_meta["x402/payment-response"]`. A refused or replayed payment gets the requirements again with the
- * reason as `error`; a tool that throws after settlement still cost the buyer the price (as an HTTP call would).
+ * Prices the tools of your own MCP server per call with x402, settled into Paygate's escrow (see the README):
+ * `server.tool('forecast', …, paid({ tool: 'forecast', price: '0.05' }, handler))`. A tool that throws after
+ * settlement still cost the buyer the price, as an HTTP call would.
  */
 export function createPaywall(config: PaywallConfig) {
   const seller = createX402Seller(config);
@@ -65,9 +58,7 @@ export function createPaywall(config: PaywallConfig) {
       try {
         if (payment === undefined) {
           const required = await seller.paymentRequired(sale);
-          return required
-            ? paymentRequiredResult(required)
-            : errorResult('Payment service unavailable: Paygate could not be reached; retry shortly');
+          return required ? paymentRequiredResult(required) : errorResult(UNAVAILABLE);
         }
         const settled = await seller.settle(payment, sale);
         if (!settled.ok) {
@@ -87,9 +78,7 @@ export function createPaywall(config: PaywallConfig) {
         const result = await handler(...args);
         return { ...result, _meta: { ...result._meta, [MCP_PAYMENT_RESPONSE_META]: settled.response } };
       } catch (error) {
-        if (error instanceof PaygateUnavailableError) {
-          return errorResult('Payment service unavailable: Paygate could not be reached; retry shortly');
-        }
+        if (error instanceof PaygateUnavailableError) return errorResult(UNAVAILABLE);
         throw error;
       }
     }

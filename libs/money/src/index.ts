@@ -19,17 +19,9 @@ export class MoneyFormatError extends Error {
 }
 
 const DECIMAL_PATTERN = /^(0|[1-9][0-9]*)(\.([0-9]{1,6}))?$/;
-/**
- * Upper bound on a single amount someone types (a price, a refund, a settlement minimum): ten billion USDC, far
- * above any real payment, so typos fail loudly. Amounts read from the chain are not typed and not capped by it:
- * see parseChainUsdc.
- */
+/** Upper bound on an amount someone types (ten billion USDC), so typos fail loudly; chain amounts are not capped. */
 export const MAX_AMOUNT_MICRO = 10_000_000_000n * MICRO_PER_USDC;
-/**
- * The largest amount a Postgres `bigint` column holds (2^63 - 1 micro-USDC, about 9.2 trillion USDC): the only
- * bound on an amount read from the chain (a transfer into escrow, its refund), since the chain's money must be on
- * the books whatever its size.
- */
+/** What a Postgres `bigint` holds: the only bound on a chain amount (its money is booked whatever its size). */
 export const MAX_CHAIN_AMOUNT_MICRO = 2n ** 63n - 1n;
 
 /** Significant digits any decimal keeps through an IEEE 754 double (DBL_DIG): JSON numbers up to it are exact. */
@@ -79,22 +71,14 @@ export function parseUsdc(input: unknown, options: { max?: MicroUsdc } = {}): Mi
   return amount;
 }
 
-/**
- * Parses an amount that was read from the chain (a USDC transfer observed into escrow, a claim or refund of it):
- * the same decimal rules as parseUsdc, bounded only by what a `bigint` column holds (MAX_CHAIN_AMOUNT_MICRO), not
- * by the ten-billion cap on typed amounts. Money that reached the escrow wallet is booked whatever its size.
- */
+/** Parses an amount read from the chain: parseUsdc's rules, bounded by MAX_CHAIN_AMOUNT_MICRO alone. */
 export function parseChainUsdc(input: unknown): MicroUsdc {
   return parseUsdc(input, { max: MAX_CHAIN_AMOUNT_MICRO });
 }
 
 /** Formats micro-USDC as the shortest decimal string: 50000n → "0.05", 10000000n → "10". */
 export function formatUsdc(amountMicro: MicroUsdc): string {
-  const negative = amountMicro < 0n;
-  const abs = negative ? -amountMicro : amountMicro;
-  const whole = abs / MICRO_PER_USDC;
-  const fraction = (abs % MICRO_PER_USDC).toString().padStart(USDC_DECIMALS, '0').replace(/0+$/, '');
-  return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;
+  return formatUsdcExact(amountMicro).replace(/\.?0+$/, '');
 }
 
 /** "$0.05" style, as SKILL.md prices are written. */

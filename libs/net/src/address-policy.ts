@@ -1,12 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 
-/**
- * Addresses a seller must never make Paygate call: loopback, private, link-local, unique-local, CGNAT,
- * "this network", multicast, documentation, benchmarking and reserved ranges, in IPv4 and IPv6 (site-local
- * fec0::/10 too), plus the IPv6 forms that carry or reach an IPv4 address (IPv4-compatible ::/96, IPv4-mapped,
- * NAT64 64:ff9b::/96 and local-use NAT64 64:ff9b:1::/48, 6to4, Teredo).
- */
+/** Addresses a seller must never make Paygate call (see the README), and the IPv6 forms that reach IPv4 ones. */
 const forbidden = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8],
@@ -46,9 +41,8 @@ for (const [network, prefix] of [
 }
 
 /**
- * IPv4-mapped IPv6 (::ffff:0:0/96), refused whatever IPv4 address it carries: a seller has no reason to name one,
- * and a stack that reaches it over IPv4 bypasses any IPv6 rule. Kept apart from `forbidden` because a BlockList
- * matches IPv4 checks against an IPv6 rule for this range (every IPv4 address would be refused).
+ * IPv4-mapped IPv6, refused whatever it carries (reached over IPv4, it bypasses any IPv6 rule). Apart from
+ * `forbidden`, where a BlockList would match every IPv4 check against it.
  */
 const ipv4Mapped = new BlockList();
 ipv4Mapped.addSubnet('::ffff:0:0', 96, 'ipv6');
@@ -98,10 +92,7 @@ export function productionUrlProblem(url: URL): string | undefined {
   return undefined;
 }
 
-/**
- * Why a URL may not be called in production, or undefined when it may: every address the host resolves to must be
- * public. The check at registration; `outbound.ts` applies it again at connect time, when DNS may answer otherwise.
- */
+/** Why a URL may not be called in production (an address it resolves to is not public), at registration. */
 export async function publicUrlProblem(
   url: URL,
   resolve: HostResolver = resolveAllAddresses,

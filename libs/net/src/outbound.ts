@@ -4,11 +4,7 @@ import { bareHost, type HostResolver, isForbiddenAddress, resolveAllAddresses } 
 
 /** How Paygate connects to a seller's server (PROXY forwarding, validation HEADs, webhooks). */
 export interface OutboundPolicy {
-  /**
-   * Production: every connection's host is resolved at connect time and refused when any of its addresses
-   * is loopback, private, link-local or reserved. A check at registration alone is not enough: a seller's DNS
-   * can answer a public address then and 127.0.0.1 later (DNS rebinding).
-   */
+  /** Production: refuse a connection whose host resolves at connect time to a forbidden address (DNS rebinding). */
   publicOnly: boolean;
   /** Stands in for DNS (tests); the system resolver by default. */
   resolve?: HostResolver;
@@ -43,10 +39,7 @@ function wantedFamily(family: number | string | undefined): number {
   return typeof family === 'number' ? family : 0;
 }
 
-/**
- * A `dns.lookup`-compatible function for `net.connect`/`tls.connect`: resolves with `policy.resolve` and, under
- * `publicOnly`, fails the connection unless every address is public. Undefined when the default lookup will do.
- */
+/** The connector's `dns.lookup`: `policy.resolve`, refusing forbidden addresses under `publicOnly`. */
 function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
   if (!policy.publicOnly && !policy.resolve) return undefined;
   const resolve = policy.resolve ?? resolveAllAddresses;

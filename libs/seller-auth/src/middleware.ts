@@ -28,10 +28,7 @@ interface CacheEntry {
 
 const decoder = new TextDecoder();
 
-/**
- * Calls `forget(sellerId)` for every `seller.updated` (a rotated key, new settings), on a core subscription, which
- * also sees what the registry publishes to JetStream: for in-memory caches of seller data, dropped at once.
- */
+/** Calls `forget(sellerId)` on every `seller.updated`, for in-memory caches (core NATS sees JetStream's too). */
 export function onSellerUpdated(bus: Bus, forget: (sellerId: string) => void): Subscription {
   return bus.nc.subscribe(bus.subjectFor('seller.updated'), {
     callback: (_error, message) => {
@@ -50,27 +47,20 @@ export function onSellerUpdated(bus: Bus, forget: (sellerId: string) => void): S
  * caches the answer briefly, and drops a seller's entries as soon as `seller.updated` says its key changed.
  */
 export class SellerAuth {
-  private readonly cache: LRUCache<string, CacheEntry>;
-  /**
-   * The registry's answer on its way for each key: concurrent requests with one key share one question (a cold
-   * burst asking once per call waited past the 2 s bound on a loaded host, answered 503).
-   */
+  /** The registry's answer on its way per key: a cold burst asking once per call waited past 2 s (a 503). */
   private readonly inFlight = new Map<string, Promise<CacheEntry>>();
-  /**
-   * Counts forgetSeller calls: an answer asked for before one may predate the change it announced (the old key's
-   * "valid"), so it is given to the requests that were waiting for it but never cached or shared with later ones.
-   */
+  /** Counts forgetSeller calls: an answer asked before one may predate its change, so it is never cached. */
   private forgetCount = 0;
   private readonly subscription: Subscription;
   /** How long a resolved key is trusted without asking again. Rotation drops the entry sooner. */
   private readonly cacheTtlMs: number;
+  private readonly cache = new LRUCache<string, CacheEntry>({ max: 10_000 });
 
   constructor(
     private readonly bus: Bus,
     options: { cacheTtlMs?: number } = {},
   ) {
     this.cacheTtlMs = options.cacheTtlMs ?? 30_000;
-    this.cache = new LRUCache({ max: 10_000 });
     this.subscription = onSellerUpdated(bus, (sellerId) => this.forgetSeller(sellerId));
   }
 
@@ -106,15 +96,13 @@ export class SellerAuth {
 
   /** One question to the registry per key at a time; its answer is cached. */
   private lookUp(apiKey: string): Promise<CacheEntry> {
-    let pending = this.inFlight.get(apiKey);
-    if (!pending) {
-      const asked = this.askRegistry(apiKey).finally(() => {
-        if (this.inFlight.get(apiKey) === asked) this.inFlight.delete(apiKey);
-      });
-      this.inFlight.set(apiKey, asked);
-      pending = asked;
-    }
-    return pending;
+    const pending = this.inFlight.get(apiKey);
+    if (pending) return pending;
+    const asked = this.askRegistry(apiKey).finally(() => {
+      if (this.inFlight.get(apiKey) === asked) this.inFlight.delete(apiKey);
+    });
+    this.inFlight.set(apiKey, asked);
+    return asked;
   }
 
   private async askRegistry(apiKey: string): Promise<CacheEntry> {

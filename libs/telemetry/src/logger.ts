@@ -19,15 +19,11 @@ export const REDACTED_PATHS = [
 const SECRET_TEXT =
   /\b(sk_[A-Za-z0-9_-]{8,}|whsec_[A-Za-z0-9_-]{8,}|0x[0-9a-fA-F]{64}(?=\b)(?![0-9a-fA-F]))/g;
 
-/**
- * The password of a URL's user info (`postgres://app:secret@db/paygate`, `nats://svc:secret@nats:4222`): a service
- * names the Postgres or NATS it cannot reach, and an operator may have put the credentials into that URL.
- */
+/** The password of a URL's user info: a service names the Postgres or NATS it cannot reach by its URL. */
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@/"']*):[^\s/"']*@/gi;
 
 export function scrubSecrets(text: string): string {
-  // A 32-byte hex string is also a tx hash, which must stay visible; only private-key-looking fields are
-  // redacted by path, so here we scrub only key prefixes.
+  // A 32-byte hex string may be a tx hash, which must stay visible: private keys are redacted by path instead.
   return text
     .replace(SECRET_TEXT, (match) => (match.startsWith('0x') ? match : `${match.slice(0, 6)}…[redacted]`))
     .replace(URL_PASSWORD, '$1:[redacted]@');

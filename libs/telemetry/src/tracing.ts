@@ -22,18 +22,14 @@ function ensureContext(): void {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
 }
 
-/**
- * Starts the OpenTelemetry NodeSDK once per process. Spans go to an OTLP endpoint when
- * OTEL_EXPORTER_OTLP_ENDPOINT is set (the SDK reads it); otherwise they are created but not exported.
- */
+/** Starts the OpenTelemetry NodeSDK once per process; spans are exported when OTEL_EXPORTER_OTLP_ENDPOINT is set. */
 export function startTelemetry(serviceName: string): void {
   if (sdk) return;
   process.env.OTEL_SERVICE_NAME ??= serviceName;
   const exportSpans = Boolean(process.env.OTEL_EXPORTER_OTLP_ENDPOINT);
   process.env.OTEL_METRICS_EXPORTER ??= 'none';
   process.env.OTEL_LOGS_EXPORTER ??= 'none';
-  // Loaded here, not at the top: the SDK and its instrumentation cost about 0.5 s of CPU to load, and every
-  // test file and tool that imports the telemetry helpers without starting tracing would pay it.
+  // Loaded here: about 0.5 s of CPU that every test and tool importing these helpers would pay otherwise.
   const { NodeSDK: Sdk } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } =
     require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
@@ -49,14 +45,12 @@ export function startTelemetry(serviceName: string): void {
     ],
     contextManager: new AsyncLocalStorageContextManager(),
     textMapPropagator: new W3CTraceContextPropagator(),
-    // With no exporter, spans are not recorded (nobody would read them) but still get real ids, so trace ids
-    // still reach logs and HTTP and NATS headers at a fraction of the cost of recording.
+    // With no exporter, spans are not recorded but still get real ids, which reach logs and HTTP and NATS headers.
     ...(exportSpans ? {} : { spanProcessors: [new NoopSpanProcessor()], sampler: new AlwaysOffSampler() }),
   });
   sdk.start();
   contextReady = true;
-  // node:http was loaded (by express) before telemetry started: requiring it again hands the instrumentation the
-  // loaded module, which it patches in place, so its servers still get a span per request.
+  // node:http was loaded (by express) before: requiring it again lets the instrumentation patch it in place.
   require('node:http');
   require('node:https');
 }
@@ -93,8 +87,7 @@ export async function withSpan<T>(
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
   ensureContext();
-  // No SDK and no trace to continue: the span would be a no-op without an id, so its context switch is skipped
-  // (tests, tools and the benches run without one).
+  // No SDK and no trace to continue (tests, tools, benches): the span would have no id, so it is skipped.
   if (!sdk && !options.carrier?.traceparent && !trace.getSpan(context.active())) return fn(UNTRACED_SPAN);
   const parent = options.carrier ? propagation.extract(context.active(), options.carrier) : context.active();
   return trace

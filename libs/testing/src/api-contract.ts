@@ -1,8 +1,6 @@
 /**
- * Checks that a service's OpenAPI document and its express routes are one thing: the document lists exactly the
- * routed operations, every documented operation answers through the real service with a documented status (never
- * express's "no route" 404), and an input breaking a documented rule is refused with a 400 naming the field and the
- * rule.
+ * Checks that the OpenAPI document lists exactly the routed operations, each answers a documented status (never
+ * express's "no route" 404), and an input breaking a documented rule gets a 400 naming the field and the rule.
  */
 
 import type { Express } from 'express';
@@ -88,11 +86,7 @@ function breakingValue(schema: any): string | undefined {
   return undefined;
 }
 
-/**
- * For each documented input that has a rule (a path or query parameter with a pattern, enum or bound; each JSON
- * body), the answer to a request breaking it. A body gets a field no schema allows and lacks the required ones, so
- * the answer names either the missing field or the extra one.
- */
+/** The answer to breaking each documented rule: a parameter's pattern, enum or bound; a body's unknown field. */
 async function answersToBrokenRules(target: ApiContractTarget) {
   const answers = [];
   for (const documented of documentedOperations(target.document)) {

@@ -1,8 +1,4 @@
-/**
- * Test events built from the contracts: `eventOf('payment.confirmed', { amount: '0.05' })` is a valid envelope, its
- * data a sample derived from the subject's TypeBox schema with the overrides on top, so a schema change reaches every
- * test instead of one hand-written factory per service going stale.
- */
+/** Test events whose data is sampled from the subject's TypeBox schema, so a schema change reaches every test. */
 import { type Bus, encodeEnvelope } from '@paygate/bus';
 import {
   createEvent,
@@ -56,10 +52,7 @@ function sampleNumber(node: SchemaNode): number {
   return node.maximum === undefined ? low : Math.min(low, node.maximum);
 }
 
-/**
- * The properties an object's constraint keywords require beyond `required` (an `anyOf` of `{ required: [...] }`
- * beside the properties, as the claims' claimedVia rule is written): its first branch's.
- */
+/** The properties `required` and the constraint keywords require (of an `anyOf`, its first branch's). */
 function constraintRequired(node: SchemaNode): string[] {
   return [
     ...(node.required ?? []),
@@ -123,10 +116,7 @@ interface EventOptions {
   trace?: Partial<TraceContext>;
 }
 
-/**
- * A valid envelope of `subject`: its data is the schema's sample with the overrides on top, validated as on publish
- * (an override that breaks the schema throws EventValidationError naming the field).
- */
+/** A valid envelope of `subject`, validated as on publish (a bad override throws EventValidationError). */
 export function eventOf<S extends Subject>(
   subject: S,
   overrides: Partial<EventData<S>> = {},
@@ -137,10 +127,7 @@ export function eventOf<S extends Subject>(
   return createEvent(subject, producer, eventDataOf(subject, overrides), rest);
 }
 
-/**
- * Publishes an envelope straight to its subject's stream, as its owner's outbox relay would; its id is the message
- * id the stream deduplicates by unless `msgId` is given (a redelivered copy under the same event id). Returns the id.
- */
+/** Publishes an envelope to its stream as its outbox relay would, deduplicated by `msgId` (default: its id). */
 export async function publishEvent(
   bus: Bus,
   envelope: EventEnvelope,

@@ -21,10 +21,7 @@ export function randomSuffix(bytes = 4): string {
   return randomBytes(bytes).toString('hex');
 }
 
-/**
- * One suite's own event namespace (so its own streams) and its own Postgres database, cloned from the migrated
- * template. `cleanup` deletes the streams and retires the database (with-infra drops it after the run).
- */
+/** A suite's own event namespace and Postgres database (a template clone); `cleanup` deletes and retires them. */
 export interface TestEnvironment {
   id: string;
   namespace: string;
@@ -40,10 +37,7 @@ export interface TestEnvironment {
 /** The suite databases holding each schema `schemaFor` handed out, for `openSchema` (module state is per suite). */
 const suiteDatabasesBySchema = new Map<string, Set<string>>();
 
-/**
- * Creates the suite's database from the template with `settings` as every connection's defaults. Under jest commits
- * skip the fsync (a test never crashes the shared Postgres); benchmarks (no jest) keep production's durable commits.
- */
+/** The suite's database from the template; under jest commits skip the fsync (benchmarks keep production's). */
 function createSuiteDatabase(database: string, settings: Record<string, string>, logger: Logger) {
   const template = process.env[TEMPLATE_DATABASE_ENV];
   const durability = process.env.JEST_WORKER_ID === undefined ? {} : { synchronous_commit: 'off' };
@@ -96,13 +90,11 @@ export async function createTestEnvironment(
         EVENT_NAMESPACE: namespace,
         PORT: '0',
         LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-        // About 20 s of patience: a shared Postgres briefly out of connection slots (53300) is waited out.
+        // Several workers of up to seven services share one Postgres of 100 connections: small pools, idle ones
+        // returned soon, about 20 s of startup patience for a shortage of slots, and a burst's wait not a 503.
         STARTUP_ATTEMPTS: '8',
-        // Several workers of up to seven services each share one Postgres of 100 connections.
         DB_POOL_SIZE: '4',
-        // Idle connections go back sooner than production's 30 s, which filled Postgres; sooner costs new sessions.
         DB_IDLE_TIMEOUT_MS: '5000',
-        // A burst against a pool of 4 on a loaded 2-core host can wait past production's 5 s (a 503).
         DB_CONNECT_TIMEOUT_MS: '15000',
         ...extra,
       };
@@ -125,10 +117,7 @@ export async function createTestEnvironment(
   return env;
 }
 
-/**
- * A handle into one schema, for assertions on what a service stored: in the suite database of the environment that
- * handed the schema out, else in the shared test database.
- */
+/** A handle into a schema in the environment that handed it out (else the shared test database), for assertions. */
 export function openSchema<DB>(schema: string): Kysely<DB> {
   const databases = [...(suiteDatabasesBySchema.get(schema) ?? [])];
   if (databases.length > 1) {
@@ -137,10 +126,7 @@ export function openSchema<DB>(schema: string): Kysely<DB> {
   return createDatabase<DB>({ url: databases[0] ?? TEST_DATABASE_URL, schema, idleTimeoutMs: 5000 });
 }
 
-/**
- * Polls `probe` until it returns a truthy value, or fails after `timeoutMs` (generous: it only bounds a failure on
- * a busy CI host) with `message`, or what a message function, asked only then, says of the state that never came.
- */
+/** Polls `probe` until it is truthy, or fails after `timeoutMs` with `message` (a function is asked only then). */
 export async function waitFor<T>(
   probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   options: { timeoutMs?: number; intervalMs?: number; message?: string | (() => Promise<string>) } = {},

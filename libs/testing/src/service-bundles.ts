@@ -1,9 +1,7 @@
 /**
- * Services started as processes (`make dev`, the chaos run, the crash tests) run an esbuild bundle of their main,
- * not TypeScript through tsx, which costs about 1.5 s of CPU per start against 0.2 s. As deploy/scripts/build-dist.ts
- * does for the images, workspace packages are inlined and third-party ones required through NODE_PATH; each purpose
- * has its own file (`services/<name>/dist/<purpose>/`, below the service's `sql/`). A bundle is built again only when
- * an input changed: `inputs.json` beside it holds a SHA-256 of every file it was built from and of the build itself.
+ * Services started as processes (`make dev`, the chaos run, the crash tests) run an esbuild bundle of their main
+ * (0.2 s of CPU per start against tsx's 1.5 s), workspace packages inlined as deploy/scripts/build-dist.ts does. A
+ * bundle is built again only when `inputs.json` beside it no longer matches the build or a file's SHA-256.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync } from 'node:fs';
@@ -80,10 +78,7 @@ async function bundleIsCurrent(service: string, purpose: BundlePurpose): Promise
   return Object.entries(recorded.inputs).every(([file, hash]) => sha256(file) === hash);
 }
 
-/**
- * The inputs of a build that started at `startedMs` (esbuild's metafile, with the package.json and tsconfig.json
- * that steer resolution); undefined when one changed since the build started, so the next run builds again.
- */
+/** A build's inputs, with the package.json and tsconfig.json steering resolution; undefined if one changed since. */
 function inputsOf(metafileInputs: Record<string, unknown>, startedMs: number): BundleInputs | undefined {
   const files = new Set<string>(['tsconfig.base.json', 'tsconfig.json', 'package.json']);
   for (const input of Object.keys(metafileInputs)) {

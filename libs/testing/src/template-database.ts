@@ -1,7 +1,6 @@
 /**
- * A migrated template database for the tests: each suite clones it (`create database … template …`, about 50 ms)
- * instead of migrating the seven service schemas itself (about 1.5 s). The template's name carries a hash of every
- * migration, so a changed or new migration builds a new template and a stale one is never cloned.
+ * A migrated template each suite clones (about 50 ms against 1.5 s to migrate), named after a hash of every
+ * migration so a stale one is never cloned.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -54,11 +53,7 @@ function serviceMigrations(): ServiceMigrations[] {
     }));
 }
 
-/**
- * Every file that shapes a migrated schema, by absolute path: each library's migrations (src/migrations.ts and the
- * dated files of src/migrations/), the migrator, and each service's migrations and SQL. The template's name is their
- * hash.
- */
+/** Every file that shapes a migrated schema: the libraries' and services' migrations, the migrator, the SQL. */
 export function templateInputFiles(): string[] {
   const libsDir = path.join(ROOT, 'libs');
   return [
@@ -129,9 +124,8 @@ async function migrateService(databaseUrl: string, service: ServiceMigrations): 
 }
 
 /**
- * Returns the name of a database holding every service schema migrated to the latest migration, building it when
- * no template of the current migrations exists. Concurrent builders race harmlessly: each builds under its own
- * name and renames; the loser drops its copy.
+ * The name of a template of the current migrations, built when missing. Concurrent builders race harmlessly: each
+ * builds under its own name and renames; the loser drops its copy.
  */
 export async function ensureTemplateDatabase(adminUrl: string): Promise<string> {
   const services = serviceMigrations();
@@ -157,9 +151,8 @@ export async function ensureTemplateDatabase(adminUrl: string): Promise<string> 
 export const SUITE_DATABASE_PREFIX = 't_';
 
 /**
- * Closes a finished suite's database to every connection instead of dropping it: each DROP DATABASE is an immediate
- * checkpoint, and a run's hundred of them had the other suites' pages written whole to the WAL again and again.
- * `dropRetiredSuiteDatabases` drops them after the run.
+ * Closes a finished suite's database instead of dropping it: each DROP DATABASE is an immediate checkpoint, which
+ * writes the other suites' pages whole to the WAL again. `dropRetiredSuiteDatabases` drops them after the run.
  */
 export async function retireSuiteDatabase(client: pg.Client, database: string): Promise<void> {
   await client.query(`alter database "${database}" with allow_connections false`);
@@ -167,9 +160,8 @@ export async function retireSuiteDatabase(client: pg.Client, database: string): 
 }
 
 /**
- * Drops every retired suite database (or only those of `names` among them, as a test of the drop does), eight at a
- * time: drops waiting together share one checkpoint. A database a suite still uses is never retired, so a run beside
- * this one keeps its own.
+ * Drops the retired suite databases (or those of `names`), eight at a time: drops waiting together share one
+ * checkpoint. A run beside this one keeps its databases, which are not retired.
  */
 export async function dropRetiredSuiteDatabases(
   adminUrl: string,

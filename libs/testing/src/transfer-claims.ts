@@ -13,11 +13,8 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
 type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
 
 /**
- * Answers `ledger.claim_transfer` from memory with the contract's rule, for suites that run a gateway or checkout
- * without escrow-ledger: the first payment path + reference to claim a transfer holds it and books its payment once;
- * the same pair again is answered with that payment (or books it again after a transfer.reorged reversed it); an
- * operator refund naming the underpaid session that holds it takes it over; any other is refused. `payments` lists
- * what was booked, in order (the real ledger's payment.confirmed). The real claims are tested in escrow-ledger.
+ * Answers `ledger.claim_transfer` from memory with the contract's rule, for suites without escrow-ledger (which
+ * tests the real claims). `payments` lists what was booked, in order (the real ledger's payment.confirmed).
  */
 export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   claims: Map<string, HeldClaim>;
@@ -56,7 +53,10 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   };
 }
 
-/** The contract's answer to one claim, applied to the claims and payments held in memory. */
+/**
+ * The contract's answer to one claim: the first path + reference holds the transfer, the same pair again gets its
+ * payment, an operator refund of the underpaid session holding it takes it over, any other is refused.
+ */
 function answerClaim(
   claims: Map<string, HeldClaim>,
   payments: BookedClaimPayment[],
