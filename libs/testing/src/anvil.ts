@@ -153,10 +153,7 @@ function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child
   };
 }
 
-/**
- * Waits until the node listens and answers `chainId`; stops it and throws when it exits, lies or is too slow.
- * "Listening on" in its own output proves that THIS process bound the port (another node on it would also answer).
- */
+/** Waits until the node says it listens (so it bound the port) and answers `chainId`; else stops it and throws. */
 async function waitForAnvil(anvil: AnvilProbe, rpcUrl: string, chainId: number, startTimeoutMs: number) {
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {

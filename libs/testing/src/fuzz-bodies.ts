@@ -3,8 +3,6 @@ import fc from 'fast-check';
 import { type Json, NO_BODY, type WriteOperation } from './fuzz-operations';
 import { schemaValidator } from './schema-validator';
 
-/** Bodies for one write operation: an acceptable one to start from, and hostile ones its schema refuses. */
-
 /** Whether a service must refuse `text` as a body: not JSON, over the 256 KiB limit, stored-text rules, schema. */
 function mustRefuse(schema: Json | undefined, text: string): boolean {
   if (Buffer.byteLength(text) > 256 * 1024) return true;
@@ -51,10 +49,7 @@ function stringExample(schema: Json): string {
   );
 }
 
-/**
- * A value of the right shape for `schema` (its example, const, enum or default, else built from the types): the
- * start of mutations, so that most mutate one field of an otherwise acceptable body.
- */
+/** A value of `schema`'s shape, for most mutations to change one field of an otherwise acceptable body. */
 function exampleOf(schema: Json | undefined, depth = 0): unknown {
   if (!schema || depth > 6) return {};
   if (schema.example !== undefined) return schema.example;
@@ -201,11 +196,7 @@ const anyObject = fc
   .map((value) => toJsonText(value));
 const notJson = fc.string({ unit: 'binary', maxLength: 200 }).filter((text) => text.trim() !== '');
 
-/**
- * Body texts (JSON or not) for an operation, each one the service must refuse: the documented shape with one
- * value mutated (NUL, unpaired surrogates, numbers for strings, integers too large, other types, 1 MB
- * strings), deep nesting, unknown or missing fields, any JSON, and bytes that are not JSON.
- */
+/** Body texts for an operation that the service must refuse: its documented shape mutated, or not JSON at all. */
 export function hostileBodies(
   operation: Pick<WriteOperation, 'bodySchema' | 'bodyExample'>,
   runs: number,

@@ -1,7 +1,4 @@
-/**
- * The one way a suite starts a service on real Postgres and NATS: its own test environment, one TestClock handed to
- * the service, and one stop that undoes everything in reverse (see the README).
- */
+/** The one way a suite starts a service on real Postgres and NATS (see the README). */
 import type { StartedService } from '@paygate/runtime';
 import { TestClock } from './clock';
 import { createTestEnvironment, type TestEnvironment } from './infra';

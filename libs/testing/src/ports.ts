@@ -24,10 +24,7 @@ function listenOnce(port: number): Promise<number | undefined> {
   });
 }
 
-/**
- * Below the OS's ephemeral range, two bands, so neither kind of user takes the other's port between its check and its
- * bind: restartable servers (findRestartablePort) below this port, blocks of fixed ports (dev-twice) from it up.
- */
+/** Two bands below the ephemeral range, so neither kind of user takes the other's port: restartable, then fixed. */
 export const FIXED_PORT_BLOCKS_START = 18_000;
 const RESTARTABLE_PORTS_START = 10_000;
 
@@ -44,9 +41,8 @@ export function ephemeralRangeStart(): number {
 const RESTARTABLE_PORT_ATTEMPTS = 200;
 
 /**
- * A free port for a server that is killed and started again on it (NATS, Postgres, replicas in fault tests): below
- * the ephemeral range, where no outgoing connection takes it while the server is down. The bind checks for another
- * listener, and a lease file keeps the port from every other test process until this one exits.
+ * A free port for a server killed and started again on it: below the ephemeral range, where no outgoing connection
+ * takes it meanwhile, and leased (a file) from every other test process until this one exits.
  */
 export async function findRestartablePort(): Promise<number> {
   const high = Math.min(FIXED_PORT_BLOCKS_START, ephemeralRangeStart()) - 1;

@@ -31,8 +31,8 @@ export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServicePr
 }
 
 /**
- * A Paygate service (its main.ts under tsx) as its own process, once its `/readyz` answers 200 on `port`; one that
- * exits or is not ready in time fails with its output. `nodeArgs` go before the entry (NODE_OPTIONS refuses some).
+ * A service's main.ts under tsx as its own process, once `/readyz` answers on `port` (else fails with its output).
+ * `nodeArgs` go before the entry (NODE_OPTIONS refuses some).
  */
 export async function startServiceProcess(
   service: string,

@@ -54,10 +54,7 @@ export function siweMessageText(fields: {
 /** An ethers Wallet (or HDNodeWallet), or a private key. */
 type SellerWallet = { address: string; signMessage(message: string): Promise<string> } | string;
 
-/**
- * Signs in with Ethereum (nonce + verify). A wallet that already has an account gets its key rotated, so the caller
- * always gets a working sk_… key.
- */
+/** Signs in with Ethereum; a wallet that already has an account gets its key rotated, for a working sk_… key. */
 export async function signUpSeller(registryUrl: string, wallet: SellerWallet): Promise<SignedUpSeller> {
   const signer = typeof wallet === 'string' ? new Wallet(wallet) : wallet;
   const nonce = await call<{ nonce: string; domain: string; uri: string; chainId: number }>(
@@ -124,10 +121,7 @@ interface RegisteredSkill {
   [key: string]: unknown;
 }
 
-/**
- * Creates a skill and waits until validation (a HEAD on every endpoint of apiBaseUrl) made it ACTIVE; throws with
- * the statusReason if validation fails.
- */
+/** Creates a skill and waits until validation made it ACTIVE; throws with the statusReason if validation fails. */
 export async function createActiveSkill(
   registryUrl: string,
   apiKey: string,

@@ -21,10 +21,7 @@ type RpcForward = (call: RpcCall) => Promise<RpcReply>;
 interface RpcProxyOptions {
   /** The node calls are forwarded to; a function is asked again for every forward (a switching load balancer). */
   upstream: string | (() => string);
-  /**
-   * The test's rule, asked for every call of a request: a reply answers the call (`forward` sends one to the node),
-   * undefined forwards it once every call's rule settled. When none is answered the body goes to the node as it came.
-   */
+  /** The test's rule per call: a reply answers it (`forward` asks the node), undefined forwards it. */
   answer?: (call: RpcCall, forward: RpcForward) => RpcReply | undefined | Promise<RpcReply | undefined>;
   /** Every request waits this long (after it is counted) before it is answered: a real network's latency. */
   delayMs?: number;

@@ -2,9 +2,6 @@ import { makeProvider, usdcAbi } from '@paygate/chain';
 import { Contract, type Provider, Wallet } from 'ethers';
 import { minedReceipt } from './receipts';
 
-/** The public anvil/hardhat dev mnemonic. Its keys are known to everyone: never use them outside a dev chain. */
-export const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
-
 export interface TestWallet {
   /** Checksummed address. */
   address: string;
@@ -13,7 +10,10 @@ export interface TestWallet {
   accountIndex: number;
 }
 
-/** Anvil's default accounts 0-7 (address, private key), named by the role they play in Paygate tests. */
+/**
+ * Anvil's default accounts 0-7 (address, private key) of the public dev mnemonic, named by their role in Paygate
+ * tests. Their keys are known to everyone: never use them outside a dev chain.
+ */
 const ACCOUNTS = {
   deployer: [
     '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
@@ -44,8 +44,8 @@ const ACCOUNTS = {
     '0x976EA74026E726554dB657fA54763abd0C3a0aa9',
     '0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e',
   ],
-  // The checkout deposit wallet (CHECKOUT_ESCROW_ADDRESS): sessions are paid here, never to the agent escrow, so
-  // an agent's payment can never match a session; settlement sweeps it into escrow.
+  // The checkout deposit wallet (CHECKOUT_ESCROW_ADDRESS): apart from the agent escrow, so an agent's payment
+  // never matches a session; settlement sweeps it into escrow.
   checkoutEscrow: [
     '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955',
     '0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356',
@@ -64,8 +64,6 @@ export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>
   ) as Record<TestWalletRole, TestWallet>,
 );
 
-export const TEST_WALLET_ROLES = Object.keys(testWallets) as TestWalletRole[];
-
 /** An ethers signer for a test wallet. */
 export function testSigner(role: TestWalletRole, provider: Provider): Wallet {
   return new Wallet(testWallets[role].privateKey, provider);
@@ -81,14 +79,9 @@ interface FundTestWalletsOptions {
   timeoutMs?: number;
 }
 
-/**
- * Mints TestUSDC (as its owner, the deployer) to the buyer and stranger. ETH needs no funding: anvil's
- * dev accounts start with 10,000 ETH each. Resolves once every mint is mined.
- */
+/** Mints TestUSDC (as the deployer, its owner) to the roles, mined; ETH needs none (10,000 each from anvil). */
 export async function fundTestWallets(options: FundTestWalletsOptions): Promise<void> {
-  if (typeof options.amountMicro !== 'bigint' || options.amountMicro <= 0n) {
-    throw new Error('amountMicro must be a positive bigint');
-  }
+  if (options.amountMicro <= 0n) throw new Error('amountMicro must be a positive bigint');
   const provider = makeProvider(options.rpcUrl, {
     timeoutMs: options.timeoutMs ?? 10_000,
     pollingIntervalMs: 100,

@@ -16,7 +16,9 @@ import {
   setAutomine,
   startAnvil,
 } from '../src/anvil';
-import { ANVIL_MNEMONIC, fundTestWallets, TEST_WALLET_ROLES, testSigner, testWallets } from '../src/wallets';
+import { fundTestWallets, type TestWalletRole, testSigner, testWallets } from '../src/wallets';
+
+const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
 
 const USDC_MICRO = 1_000_000n;
 
@@ -43,7 +45,7 @@ describe('anvil test chain', () => {
 
   it('names the well-known dev accounts by role', async () => {
     const accounts: string[] = await anvil.provider.send('eth_accounts', []);
-    for (const role of TEST_WALLET_ROLES) {
+    for (const role of Object.keys(testWallets) as TestWalletRole[]) {
       const wallet = testWallets[role];
       const derived = HDNodeWallet.fromPhrase(
         ANVIL_MNEMONIC,
