@@ -8,6 +8,7 @@ import {
   ContractFactory,
   type InterfaceAbi,
   type JsonRpcProvider,
+  type Signer,
   toQuantity,
   Wallet,
 } from 'ethers';
@@ -345,17 +346,23 @@ export function contractArtifact(name: string): { abi: InterfaceAbi; bytecode: s
   return artifacts.get(name)!;
 }
 
-/** Deploys TestUSDC, mined, from the anvil deployer, which becomes its owner (the only account that may mint). */
-export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string; contract: Contract }> {
-  const signer = new Wallet(
-    testWallets.deployer.privateKey,
-    makeProvider(rpcUrl, { timeoutMs: 10_000, pollingIntervalMs: 100 }),
-  );
-  const { abi, bytecode } = contractArtifact('TestUSDC');
-  const deployment = (await new ContractFactory(abi, bytecode, signer).deploy()).deploymentTransaction();
+/** Deploys a test contract from `signer`; answers its address once it is mined. */
+export async function deployContract(name: string, signer: Signer, ...args: unknown[]): Promise<string> {
+  const { abi, bytecode } = contractArtifact(name);
+  const deployment = (
+    await new ContractFactory(abi, bytecode, signer).deploy(...args)
+  ).deploymentTransaction();
   const receipt = deployment ? await minedReceipt(deployment) : undefined;
-  if (!receipt?.contractAddress) throw new Error('TestUSDC deployment failed');
-  return { address: receipt.contractAddress, contract: new Contract(receipt.contractAddress, abi, signer) };
+  if (!receipt?.contractAddress) throw new Error(`${name} deployment failed`);
+  return receipt.contractAddress;
+}
+
+/** Deploys TestUSDC from the anvil deployer, which becomes its owner (the only account that may mint). */
+export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string; contract: Contract }> {
+  const provider = makeProvider(rpcUrl, { timeoutMs: 10_000, pollingIntervalMs: 100 });
+  const signer = new Wallet(testWallets.deployer.privateKey, provider);
+  const address = await deployContract('TestUSDC', signer);
+  return { address, contract: new Contract(address, contractArtifact('TestUSDC').abi, signer) };
 }
 
 // ---------------------------------------------------------------- chain control

@@ -1,19 +1,9 @@
-import { Contract, ContractFactory, type ContractTransactionResponse, type Signer } from 'ethers';
-import { contractArtifact } from './anvil';
-
-/** Test contract wallets of deploy/contracts. */
-type WalletContract = 'TestSmartWallet' | 'TestFreeGasWallet';
-
-async function deploy(name: WalletContract, deployer: Signer, ...args: unknown[]): Promise<string> {
-  const { abi, bytecode } = contractArtifact(name);
-  const wallet = await new ContractFactory(abi, bytecode, deployer).deploy(...args);
-  await wallet.waitForDeployment();
-  return wallet.getAddress();
-}
+import { Contract, type ContractTransactionResponse, type Signer } from 'ethers';
+import { contractArtifact, deployContract } from './anvil';
 
 /** Deploys a TestSmartWallet owned by `owner`: an ERC-1271 wallet whose signature is valid when its owner signed. */
 export function deploySmartWallet(deployer: Signer, owner: string): Promise<string> {
-  return deploy('TestSmartWallet', deployer, owner);
+  return deployContract('TestSmartWallet', deployer, owner);
 }
 
 /**
@@ -22,7 +12,7 @@ export function deploySmartWallet(deployer: Signer, owner: string): Promise<stri
  * Every deployment has the same runtime code (one code hash).
  */
 export function deployFreeGasWallet(deployer: Signer, owner: string, paidGasToo = false): Promise<string> {
-  return deploy('TestFreeGasWallet', deployer, owner, paidGasToo);
+  return deployContract('TestFreeGasWallet', deployer, owner, paidGasToo);
 }
 
 /** Turns a TestFreeGasWallet's `acceptsPaidGas` switch (sent by its owner); answers the sent transaction. */
