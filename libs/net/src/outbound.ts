@@ -33,12 +33,6 @@ function literalRefusal(policy: OutboundPolicy, hostname: string | undefined | n
   return isIP(host) && isForbiddenAddress(host) ? new ForbiddenAddressError(host, host) : undefined;
 }
 
-function wantedFamily(family: number | string | undefined): number {
-  if (family === 'IPv4') return 4;
-  if (family === 'IPv6') return 6;
-  return typeof family === 'number' ? family : 0;
-}
-
 /** The connector's `dns.lookup`: `policy.resolve`, refusing forbidden addresses under `publicOnly`. */
 function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
   if (!policy.publicOnly && !policy.resolve) return undefined;
@@ -50,7 +44,7 @@ function connectLookup(policy: OutboundPolicy): LookupFunction | undefined {
         const bad = addresses.find(isForbiddenAddress);
         if (bad !== undefined) throw new ForbiddenAddressError(hostname, bad);
       }
-      const family = wantedFamily(options.family);
+      const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : (options.family ?? 0);
       const usable = addresses.filter((a) => family === 0 || isIP(a) === family);
       if (usable.length === 0) {
         throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND', hostname });

@@ -1,3 +1,3 @@
-export { onSellerUpdated, SellerAuth } from './middleware';
-export { PUBLISHABLE_KEY_PATTERN, type ResolveApiKeyReply, type SellerIdentity } from './protocol';
+export { PUBLISHABLE_KEY_PATTERN } from '@paygate/contracts';
+export { onSellerUpdated, type ResolveApiKeyReply, SellerAuth, type SellerIdentity } from './middleware';
 export { credentialOf, requireWalletSession } from './wallet-session';

@@ -1,15 +1,14 @@
 import { type Bus, requestRpc } from '@paygate/bus';
+import { API_KEY_PATTERN, type RpcReply, SESSION_TOKEN_PATTERN } from '@paygate/contracts';
 import { bearerToken, HttpError } from '@paygate/http';
 import type { NextFunction, Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
-import {
-  API_KEY_PATTERN,
-  type ResolveApiKeyReply,
-  SESSION_TOKEN_PATTERN,
-  type SellerIdentity,
-} from './protocol';
 import { credentialOf, type SellerCredential } from './wallet-session';
+
+/** Who holds an API key: the registry's answer to `registry.resolve_api_key` (declared in @paygate/contracts). */
+export type ResolveApiKeyReply = RpcReply<'registry.resolve_api_key'>;
+export type SellerIdentity = Extract<ResolveApiKeyReply, { ok: true }>['seller'];
 
 declare global {
   namespace Express {
