@@ -95,14 +95,6 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw lastError;
 }
 
-/** A spawned anvil as its start sees it. */
-interface AnvilProbe {
-  exitCode(): number | null | undefined;
-  listening(): boolean;
-  output(): string;
-  stop(): Promise<void>;
-}
-
 function anvilArgs(host: string, port: number, chainId: number): string[] {
   return ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
 }
@@ -112,10 +104,20 @@ function anvilProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   return makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
 }
 
-function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child: ChildProcess } {
-  const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * A started anvil. With `logPath` its output goes to that file and it is unref'd: the worker's shared anvil, which
+ * no test file's pipe may tie and no worker may wait for.
+ */
+function spawnAnvil(args: string[], listeningLine: string, logPath?: string) {
+  const logFd = logPath === undefined ? 'pipe' : openSync(logPath, 'w');
+  const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', logFd, logFd] });
+  if (typeof logFd === 'number') {
+    closeSync(logFd);
+    child.unref();
+  }
   killOnExit(child);
-  const watchdog = startOrphanWatchdog(child);
+  const watchdog = startOrphanWatchdog(child, logPath === undefined ? [] : [statePath(), logPath]);
+  const output = () => (logPath === undefined ? '' : readFileSync(logPath, 'utf8')) + outputTail;
   let listening = false;
   let outputTail = '';
   let exitCode: number | null | undefined;
@@ -140,8 +142,8 @@ function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child
   return {
     child,
     exitCode: () => exitCode,
-    listening: () => listening,
-    output: () => outputTail,
+    listening: () => (listening ||= output().includes(listeningLine)),
+    output: () => output().slice(-4000),
     async stop() {
       if (exitCode === undefined) {
         child.kill('SIGTERM');
@@ -155,7 +157,12 @@ function spawnAnvil(args: string[], listeningLine: string): AnvilProbe & { child
 }
 
 /** Waits until the node says it listens (so it bound the port) and answers `chainId`; else stops it and throws. */
-async function waitForAnvil(anvil: AnvilProbe, rpcUrl: string, chainId: number, startTimeoutMs: number) {
+async function waitForAnvil(
+  anvil: ReturnType<typeof spawnAnvil>,
+  rpcUrl: string,
+  chainId: number,
+  startTimeoutMs: number,
+) {
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
     if (anvil.exitCode() !== undefined) {
@@ -306,31 +313,12 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
   };
 }
 
-/** The anvil the worker keeps: output to a file and unref'd, so no test file's pipe ties it and no worker waits. */
 async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 'leased'>> {
   const logPath = path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.log`);
-  const logFd = openSync(logPath, 'w');
-  const child = spawn(resolveAnvilBinary(), anvilArgs('127.0.0.1', port, DEFAULT_CHAIN_ID), {
-    stdio: ['ignore', logFd, logFd],
-  });
-  closeSync(logFd);
-  child.unref();
-  startOrphanWatchdog(child, [statePath(), logPath]);
-  const pid = child.pid;
-  if (pid === undefined) throw new Error('anvil did not start');
-  const output = () => readFileSync(logPath, 'utf8');
-  await waitForAnvil(
-    {
-      exitCode: () => (child.exitCode !== null || !isAlive(pid) ? (child.exitCode ?? -1) : undefined),
-      listening: () => output().includes(`Listening on 127.0.0.1:${port}`),
-      output: () => output().slice(-2000),
-      stop: async () => void child.kill('SIGKILL'),
-    },
-    `http://127.0.0.1:${port}`,
-    DEFAULT_CHAIN_ID,
-    10_000,
-  );
-  return { port, pid, genesisSnapshot: '' };
+  const args = anvilArgs('127.0.0.1', port, DEFAULT_CHAIN_ID);
+  const anvil = spawnAnvil(args, `Listening on 127.0.0.1:${port}`, logPath);
+  await waitForAnvil(anvil, `http://127.0.0.1:${port}`, DEFAULT_CHAIN_ID, 10_000);
+  return { port, pid: anvil.child.pid!, genesisSnapshot: '' };
 }
 
 // ---------------------------------------------------------------- TestUSDC
