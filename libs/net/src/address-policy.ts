@@ -101,13 +101,10 @@ export async function publicUrlProblem(
   if (problem) return problem;
   const host = bareHost(url.hostname);
   let addresses: string[];
-  if (isIP(host)) addresses = [host];
-  else {
-    try {
-      addresses = await resolve(host);
-    } catch (error) {
-      return `host ${host} does not resolve (${(error as Error).message})`;
-    }
+  try {
+    addresses = isIP(host) ? [host] : await resolve(host);
+  } catch (error) {
+    return `host ${host} does not resolve (${(error as Error).message})`;
   }
   if (addresses.length === 0) return `host ${host} does not resolve`;
   const bad = addresses.find(isForbiddenAddress);

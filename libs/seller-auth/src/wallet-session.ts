@@ -7,9 +7,8 @@ export const credentialOf = (token: string): SellerCredential =>
   token.startsWith('sk_') ? 'api_key' : 'session';
 
 /**
- * What only the account wallet may do (change where events go, rotate keys): an API key is a server credential
- * that leaks with a server, so with it alone these are refused 403, naming the credential they need. Every
- * service asks this one rule.
+ * What only the account wallet may do (change where events go, rotate keys): an API key leaks with its server, so
+ * with it alone these are refused 403, naming the credential they need.
  */
 export function requireWalletSession(credential: SellerCredential | undefined, action: string): void {
   if (credential === 'session') return;

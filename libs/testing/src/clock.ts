@@ -1,7 +1,6 @@
 /**
- * The one test clock: it stands still until the test moves it, so a hold's release or a webhook's retry is reached
- * by `advance`, never by waiting. `{ ticking: true }` runs with real time from where it was set or advanced to, for
- * a service whose own timeouts and leases must still pass. `now` is an arrow: `{ now: clock.now }` needs no bind.
+ * The one test clock: it stands still until moved, so a retry is reached by `advance`, never by waiting; a ticking
+ * one runs on from where it was set, for a service's own leases. `now` is an arrow: `{ now: clock.now }` needs no bind.
  */
 export class TestClock {
   private atMs: number;

@@ -23,11 +23,7 @@ interface HarnessOptions {
 }
 
 /** What a start function gets: the environment, the clock, and onStop for what it starts beside the service. */
-export interface HarnessSetup {
-  env: TestEnvironment;
-  clock: TestClock;
-  onStop: ServiceHarness<StartedService>['onStop'];
-}
+export type HarnessSetup = Pick<ServiceHarness<StartedService>, 'env' | 'clock' | 'onStop'>;
 
 /** A start that fails stops what it registered and cleans the environment before rethrowing: nothing leaks. */
 export async function startServiceHarness<S extends StartedService>(

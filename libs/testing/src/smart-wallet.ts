@@ -8,8 +8,7 @@ export function deploySmartWallet(deployer: Signer, owner: string): Promise<stri
 
 /**
  * Deploys a TestFreeGasWallet owned by `owner`: an ERC-1271 wallet that approves its owner's signatures only at gas
- * price 0 (a simulation without fees), or at any price while its `acceptsPaidGas` switch is on (`paidGasToo`).
- * Every deployment has the same runtime code (one code hash).
+ * price 0 (a simulation), or at any while `acceptsPaidGas` is on. Every deployment has one code hash.
  */
 export function deployFreeGasWallet(deployer: Signer, owner: string, paidGasToo = false): Promise<string> {
   return deployContract('TestFreeGasWallet', deployer, owner, paidGasToo);
