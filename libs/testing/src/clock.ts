@@ -1,6 +1,6 @@
 /**
  * The one test clock: it stands still until moved, so a retry is reached by `advance`, never by waiting; a ticking
- * one runs on from where it was set, for a service's own leases. `now` is an arrow: `{ now: clock.now }` needs no bind.
+ * one runs on from where it was set, for a service's own leases. `now` is an arrow (`{ now: clock.now }`).
  */
 export class TestClock {
   private atMs: number;
