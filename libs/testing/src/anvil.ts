@@ -6,6 +6,7 @@ import { fetchChainId, makeProvider } from '@paygate/chain';
 import {
   Contract,
   ContractFactory,
+  type ContractTransactionResponse,
   type InterfaceAbi,
   type JsonRpcProvider,
   type Signer,
@@ -321,7 +322,7 @@ async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 
   return { port, pid: anvil.child.pid!, genesisSnapshot: '' };
 }
 
-// ---------------------------------------------------------------- TestUSDC
+// ---------------------------------------------------------------- test contracts
 
 const artifacts = new Map<string, { abi: InterfaceAbi; bytecode: string }>();
 
@@ -351,6 +352,30 @@ export async function deployTestUsdc(rpcUrl: string): Promise<{ address: string;
   const signer = new Wallet(testWallets.deployer.privateKey, provider);
   const address = await deployContract('TestUSDC', signer);
   return { address, contract: new Contract(address, contractArtifact('TestUSDC').abi, signer) };
+}
+
+/** Deploys a TestSmartWallet owned by `owner`: an ERC-1271 wallet whose signature is valid when its owner signed. */
+export function deploySmartWallet(deployer: Signer, owner: string): Promise<string> {
+  return deployContract('TestSmartWallet', deployer, owner);
+}
+
+/**
+ * Deploys a TestFreeGasWallet owned by `owner`: an ERC-1271 wallet that approves its owner's signatures only at gas
+ * price 0 (a simulation), or at any while `acceptsPaidGas` is on. Every deployment has one code hash.
+ */
+export function deployFreeGasWallet(deployer: Signer, owner: string, paidGasToo = false): Promise<string> {
+  return deployContract('TestFreeGasWallet', deployer, owner, paidGasToo);
+}
+
+/** Turns a TestFreeGasWallet's `acceptsPaidGas` switch (sent by its owner); answers the sent transaction. */
+export async function setAcceptsPaidGas(
+  owner: Signer,
+  wallet: string,
+  value: boolean,
+  overrides: { maxPriorityFeePerGas?: bigint; maxFeePerGas?: bigint; gasLimit?: bigint } = {},
+) {
+  const contract = new Contract(wallet, contractArtifact('TestFreeGasWallet').abi, owner);
+  return contract.getFunction('setAcceptsPaidGas')(value, overrides) as Promise<ContractTransactionResponse>;
 }
 
 // ---------------------------------------------------------------- chain control

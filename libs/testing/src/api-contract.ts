@@ -4,7 +4,6 @@
  */
 
 import type { Express } from 'express';
-import { servedApiOperations } from './routes';
 
 interface ApiContractTarget {
   url: string;
@@ -21,6 +20,22 @@ interface DocumentedOperation {
   /** OpenAPI path, `{id}` for a parameter. */
   path: string;
   operation: any;
+}
+
+/**
+ * Every `METHOD path` the app routes (express 5 router, `:id` written `{id}` as in OpenAPI) that an OpenAPI document
+ * describes: all but startService's /healthz, /readyz and /metrics.
+ */
+export function servedApiOperations(app: Express): string[] {
+  const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
+  return stack
+    .filter((layer) => layer.route?.path)
+    .flatMap((layer) =>
+      Object.keys(layer.route.methods)
+        .filter((m) => m !== '_all')
+        .map((m) => `${m} ${String(layer.route.path).replace(/:([A-Za-z]+)/g, '{$1}')}`),
+    )
+    .filter((op) => !/ \/(healthz|readyz|metrics)$/.test(op));
 }
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];

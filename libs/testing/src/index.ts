@@ -1,6 +1,6 @@
 /** The shared test fixtures. The property-test helpers (fast-check, slow to load) live at `@paygate/testing/fuzz`. */
 export * from './anvil';
-export { documentedOperationNames, documentedOperations, expectApiContract } from './api-contract';
+export * from './api-contract';
 export { CHROMIUM_LAUNCH_OPTIONS } from './chromium';
 export { TestClock } from './clock';
 export { signTransferAuthorization, submitTransferAuthorization } from './eip3009';
@@ -11,11 +11,9 @@ export { ephemeralRangeStart, FIXED_PORT_BLOCKS_START, findFreePort, findRestart
 export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './processes';
 export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
-export { servedApiOperations } from './routes';
 export { type RpcCall, rpcError, startRpcProxy } from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
 export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
-export { deployFreeGasWallet, deploySmartWallet, setAcceptsPaidGas } from './smart-wallet';
 export { holdTableLock } from './table-lock';
 export {
   dropRetiredSuiteDatabases,
