@@ -13,12 +13,10 @@ export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { type RpcCall, rpcError, startRpcProxy } from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
-export { serveForwardingKeysForTests, serveSellersForTests } from './sellers';
-export { holdTableLock } from './table-lock';
+export * from './stand-ins';
 export {
   dropRetiredSuiteDatabases,
   ensureTemplateDatabase,
   TEMPLATE_DATABASE_ENV,
 } from './template-database';
-export { serveTransferClaimsForTests } from './transfer-claims';
 export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';
