@@ -2,21 +2,23 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fetchChainId, makeProvider } from '@paygate/chain';
+import { fetchChainId, makeProvider, usdcAbi } from '@paygate/chain';
 import {
   Contract,
   ContractFactory,
   type ContractTransactionResponse,
   type InterfaceAbi,
   type JsonRpcProvider,
+  type Provider,
   type Signer,
+  type TransactionReceipt,
   toQuantity,
   Wallet,
 } from 'ethers';
+import { waitFor } from './infra';
 import { findFreePort, isAlive } from './ports';
 import { killOnExit } from './processes';
-import { minedReceipt } from './receipts';
-import { testWallets } from './wallets';
+import { type TestWalletRole, testSigner, testWallets } from './wallets';
 
 const DEFAULT_CHAIN_ID = 31337;
 
@@ -376,6 +378,51 @@ export async function setAcceptsPaidGas(
 ) {
   const contract = new Contract(wallet, contractArtifact('TestFreeGasWallet').abi, owner);
   return contract.getFunction('setAcceptsPaidGas')(value, overrides) as Promise<ContractTransactionResponse>;
+}
+
+/**
+ * The receipt of a sent transaction once its block is readable; throws when it reverted. Not ethers' `wait()`:
+ * automine answers the send before its block can be read, and `wait()` looking then waits for a next block forever.
+ */
+export async function minedReceipt(
+  tx: { hash: string; provider: Provider },
+  timeoutMs = 30_000,
+): Promise<TransactionReceipt> {
+  const receipt = await waitFor(() => tx.provider.getTransactionReceipt(tx.hash), {
+    timeoutMs,
+    intervalMs: 25,
+    message: `transaction ${tx.hash} was not mined`,
+  });
+  if (receipt.status !== 1) throw new Error(`transaction ${tx.hash} reverted (block ${receipt.blockNumber})`);
+  return receipt;
+}
+
+interface FundTestWalletsOptions {
+  rpcUrl: string;
+  usdcAddress: string;
+  /** USDC minted to each recipient, in micro-USDC. */
+  amountMicro: bigint;
+  /** Who gets the USDC; buyer and stranger by default. */
+  roles?: readonly TestWalletRole[];
+  timeoutMs?: number;
+}
+
+/** Mints TestUSDC (as the deployer, its owner) to the roles, mined; ETH needs none (10,000 each from anvil). */
+export async function fundTestWallets(options: FundTestWalletsOptions): Promise<void> {
+  if (options.amountMicro <= 0n) throw new Error('amountMicro must be a positive bigint');
+  const provider = makeProvider(options.rpcUrl, {
+    timeoutMs: options.timeoutMs ?? 10_000,
+    pollingIntervalMs: 100,
+  });
+  try {
+    const usdc = new Contract(options.usdcAddress, usdcAbi, testSigner('deployer', provider));
+    for (const role of options.roles ?? (['buyer', 'stranger'] as const)) {
+      const tx = await usdc.getFunction('mint')(testWallets[role].address, options.amountMicro);
+      await minedReceipt(tx);
+    }
+  } finally {
+    provider.destroy();
+  }
 }
 
 // ---------------------------------------------------------------- chain control

@@ -9,7 +9,6 @@ export * from './harness';
 export * from './infra';
 export { ephemeralRangeStart, FIXED_PORT_BLOCKS_START, findFreePort, findRestartablePort } from './ports';
 export { type ServiceProcess, spawnTsProcess, startServiceProcess } from './processes';
-export { minedReceipt } from './receipts';
 export { createActiveSkill, signUpSeller, siweMessageText } from './registry-client';
 export { type RpcCall, rpcError, startRpcProxy } from './rpc-proxy';
 export { schemaValidator } from './schema-validator';
@@ -19,4 +18,4 @@ export {
   ensureTemplateDatabase,
   TEMPLATE_DATABASE_ENV,
 } from './template-database';
-export { fundTestWallets, type TestWallet, type TestWalletRole, testSigner, testWallets } from './wallets';
+export * from './wallets';

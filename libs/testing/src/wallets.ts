@@ -1,6 +1,4 @@
-import { makeProvider, usdcAbi } from '@paygate/chain';
-import { Contract, type Provider, Wallet } from 'ethers';
-import { minedReceipt } from './receipts';
+import { type Provider, Wallet } from 'ethers';
 
 export interface TestWallet {
   /** Checksummed address. */
@@ -67,32 +65,4 @@ export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>
 /** An ethers signer for a test wallet. */
 export function testSigner(role: TestWalletRole, provider: Provider): Wallet {
   return new Wallet(testWallets[role].privateKey, provider);
-}
-
-interface FundTestWalletsOptions {
-  rpcUrl: string;
-  usdcAddress: string;
-  /** USDC minted to each recipient, in micro-USDC. */
-  amountMicro: bigint;
-  /** Who gets the USDC; buyer and stranger by default. */
-  roles?: readonly TestWalletRole[];
-  timeoutMs?: number;
-}
-
-/** Mints TestUSDC (as the deployer, its owner) to the roles, mined; ETH needs none (10,000 each from anvil). */
-export async function fundTestWallets(options: FundTestWalletsOptions): Promise<void> {
-  if (options.amountMicro <= 0n) throw new Error('amountMicro must be a positive bigint');
-  const provider = makeProvider(options.rpcUrl, {
-    timeoutMs: options.timeoutMs ?? 10_000,
-    pollingIntervalMs: 100,
-  });
-  try {
-    const usdc = new Contract(options.usdcAddress, usdcAbi, testSigner('deployer', provider));
-    for (const role of options.roles ?? (['buyer', 'stranger'] as const)) {
-      const tx = await usdc.getFunction('mint')(testWallets[role].address, options.amountMicro);
-      await minedReceipt(tx);
-    }
-  } finally {
-    provider.destroy();
-  }
 }

@@ -10,13 +10,14 @@ import { type Contract, HDNodeWallet, hexlify, randomBytes, Signature, TypedData
 import {
   type AnvilInstance,
   deployTestUsdc,
+  fundTestWallets,
   increaseTime,
   mine,
   reorg,
   setAutomine,
   startAnvil,
 } from '../src/anvil';
-import { fundTestWallets, type TestWalletRole, testSigner, testWallets } from '../src/wallets';
+import { type TestWalletRole, testSigner, testWallets } from '../src/wallets';
 
 const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
 
