@@ -48,7 +48,7 @@ export function onSellerUpdated(bus: Bus, forget: (sellerId: string) => void): S
 export class SellerAuth {
   /** The registry's answer on its way per key: a cold burst asking once per call waited past 2 s (a 503). */
   private readonly inFlight = new Map<string, Promise<CacheEntry>>();
-  /** Counts forgetSeller calls: an answer asked before one may predate its change, so it is never cached. */
+  /** Counts forgetSeller calls: an answer asked before one may predate its change, so only its waiters get it. */
   private forgetCount = 0;
   private readonly subscription: Subscription;
   /** How long a resolved key is trusted without asking again. Rotation drops the entry sooner. */
