@@ -1,29 +1,23 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { monotonicFactory, ulid } from 'ulid';
-import { IsoTime } from './primitives';
+import { ClosedObject, IsoTime } from './primitives';
 
-export const TraceContext = Type.Object(
-  {
-    traceparent: Type.String({ maxLength: 128 }),
-    tracestate: Type.Optional(Type.String({ maxLength: 512 })),
-  },
-  { additionalProperties: false },
-);
+export const TraceContext = ClosedObject({
+  traceparent: Type.String({ maxLength: 128 }),
+  tracestate: Type.Optional(Type.String({ maxLength: 512 })),
+});
 export type TraceContext = Static<typeof TraceContext>;
 
 /** Every event on the bus travels in this envelope; `data` is validated against the subject's own schema. */
-export const EnvelopeSchema = Type.Object(
-  {
-    id: Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$', description: 'ULID: time-sortable, unique' }),
-    type: Type.String({ minLength: 3 }),
-    version: Type.Integer({ minimum: 1 }),
-    occurredAt: IsoTime,
-    producer: Type.String({ minLength: 1 }),
-    trace: Type.Optional(TraceContext),
-    data: Type.Unknown(),
-  },
-  { additionalProperties: false },
-);
+export const EnvelopeSchema = ClosedObject({
+  id: Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$', description: 'ULID: time-sortable, unique' }),
+  type: Type.String({ minLength: 3 }),
+  version: Type.Integer({ minimum: 1 }),
+  occurredAt: IsoTime,
+  producer: Type.String({ minLength: 1 }),
+  trace: Type.Optional(TraceContext),
+  data: Type.Unknown(),
+});
 
 export interface EventEnvelope<TType extends string = string, TData = unknown> {
   id: string;

@@ -1,4 +1,11 @@
-import { type TLiteral, type TSchema, type TUnion, type TUnsafe, Type } from '@sinclair/typebox';
+import {
+  type TLiteral,
+  type TProperties,
+  type TSchema,
+  type TUnion,
+  type TUnsafe,
+  Type,
+} from '@sinclair/typebox';
 
 /** A union of string literals: the same schema as Type.Union of each Type.Literal. */
 export const Literals = <const T extends readonly string[]>(values: T): TUnion<TLiteral<T[number]>[]> =>
@@ -27,6 +34,10 @@ export const TxHash = Type.String({
 export const IsoTime = Type.String({ format: 'date-time' });
 export const Id = Type.String({ minLength: 1, maxLength: 64 });
 export const NetworkName = Literals(['base', 'base-sepolia', 'local']);
+
+/** An object schema that refuses any field it does not name. */
+export const ClosedObject = <T extends TProperties>(properties: T) =>
+  Type.Object(properties, { additionalProperties: false });
 
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 

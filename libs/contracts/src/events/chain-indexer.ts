@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Address, IsoTime, NetworkName, TxHash, UsdcAmount } from '../primitives';
+import { Address, ClosedObject, IsoTime, NetworkName, TxHash, UsdcAmount } from '../primitives';
 
 const transferFields = {
   chainId: Type.Integer({ minimum: 1 }),
@@ -16,13 +16,11 @@ const transferFields = {
 };
 
 /** A USDC Transfer into a Paygate wallet that has reached the configured confirmations. */
-export const TransferObserved = Type.Object(
-  { ...transferFields, confirmations: Type.Integer({ minimum: 1 }), observedAt: IsoTime },
-  { additionalProperties: false },
-);
+export const TransferObserved = ClosedObject({
+  ...transferFields,
+  confirmations: Type.Integer({ minimum: 1 }),
+  observedAt: IsoTime,
+});
 
 /** A previously observed transfer whose block left the canonical chain. */
-export const TransferReorged = Type.Object(
-  { ...transferFields, reorgedAt: IsoTime },
-  { additionalProperties: false },
-);
+export const TransferReorged = ClosedObject({ ...transferFields, reorgedAt: IsoTime });

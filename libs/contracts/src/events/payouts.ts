@@ -1,5 +1,14 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Literals, Nullable, SignedUsdcAmount, UsdcAmount } from '../primitives';
+import {
+  Address,
+  ClosedObject,
+  Id,
+  IsoTime,
+  Literals,
+  Nullable,
+  SignedUsdcAmount,
+  UsdcAmount,
+} from '../primitives';
 
 /**
  * The one path of money out of escrow: settlement says a payout is due, the ledger reserves (or refuses) it in one
@@ -7,59 +16,48 @@ import { Address, Id, IsoTime, Literals, Nullable, SignedUsdcAmount, UsdcAmount 
  */
 export const PayoutKind = Literals(['seller', 'platform']);
 
-export const SettlementDue = Type.Object(
-  {
-    /** Deterministic per (seller, period): asked again after a refusal under the same id. */
-    settlementId: Id,
-    sellerId: Id,
-    /** Reserve nothing unless at least this much is available. */
-    minimumAmount: UsdcAmount,
-    dueAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const SettlementDue = ClosedObject({
+  /** Deterministic per (seller, period): asked again after a refusal under the same id. */
+  settlementId: Id,
+  sellerId: Id,
+  /** Reserve nothing unless at least this much is available. */
+  minimumAmount: UsdcAmount,
+  dueAt: IsoTime,
+});
 
-export const PlatformPayoutRequested = Type.Object(
-  { payoutId: Id, treasuryAddress: Address, requestedAt: IsoTime },
-  { additionalProperties: false },
-);
+export const PlatformPayoutRequested = ClosedObject({
+  payoutId: Id,
+  treasuryAddress: Address,
+  requestedAt: IsoTime,
+});
 
 /** Settlement sends exactly `amount` to exactly `payoutAddress` (in the ledger's own view), once. */
-export const PayoutReserved = Type.Object(
-  {
-    payoutId: Id,
-    kind: PayoutKind,
-    /** null for a platform payout. */
-    sellerId: Nullable(Id),
-    amount: UsdcAmount,
-    payoutAddress: Address,
-    reservedAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const PayoutReserved = ClosedObject({
+  payoutId: Id,
+  kind: PayoutKind,
+  /** null for a platform payout. */
+  sellerId: Nullable(Id),
+  amount: UsdcAmount,
+  payoutAddress: Address,
+  reservedAt: IsoTime,
+});
 
-export const PayoutRefused = Type.Object(
-  {
-    payoutId: Id,
-    kind: PayoutKind,
-    sellerId: Nullable(Id),
-    reason: Literals(['below_minimum', 'nothing_available']),
-    /** What the seller (or the platform revenue) held; may be negative: refunds after a payout are owed. */
-    available: SignedUsdcAmount,
-    refusedAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const PayoutRefused = ClosedObject({
+  payoutId: Id,
+  kind: PayoutKind,
+  sellerId: Nullable(Id),
+  reason: Literals(['below_minimum', 'nothing_available']),
+  /** What the seller (or the platform revenue) held; may be negative: refunds after a payout are owed. */
+  available: SignedUsdcAmount,
+  refusedAt: IsoTime,
+});
 
 /** A reserved payout was never signed or reverted: nothing left escrow, the ledger gives the reservation back. */
-export const PayoutFailed = Type.Object(
-  {
-    payoutId: Id,
-    kind: PayoutKind,
-    sellerId: Nullable(Id),
-    amount: UsdcAmount,
-    reason: Type.String({ maxLength: 600 }),
-    failedAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const PayoutFailed = ClosedObject({
+  payoutId: Id,
+  kind: PayoutKind,
+  sellerId: Nullable(Id),
+  amount: UsdcAmount,
+  reason: Type.String({ maxLength: 600 }),
+  failedAt: IsoTime,
+});

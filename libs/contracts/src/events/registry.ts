@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Address, Id, IsoTime, Literals, Nullable, UsdcAmount } from '../primitives';
+import { Address, ClosedObject, Id, IsoTime, Literals, Nullable, UsdcAmount } from '../primitives';
 
 export const SkillStatus = Literals([
   'PENDING_VALIDATION',
@@ -12,41 +12,35 @@ export const SkillType = Literals(['API', 'SaaS', 'Product', 'Service', 'Subscri
 export const SkillMode = Literals(['PROXY', 'TICKET']);
 export const HttpMethod = Literals(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
-export const SkillEndpointSnapshot = Type.Object(
-  {
-    endpointId: Id,
-    path: Type.String({ minLength: 1 }),
-    method: HttpMethod,
-    description: Type.String(),
-    price: UsdcAmount,
-    isHealthy: Type.Boolean(),
-    active: Type.Boolean(),
-  },
-  { additionalProperties: false },
-);
+export const SkillEndpointSnapshot = ClosedObject({
+  endpointId: Id,
+  path: Type.String({ minLength: 1 }),
+  method: HttpMethod,
+  description: Type.String(),
+  price: UsdcAmount,
+  isHealthy: Type.Boolean(),
+  active: Type.Boolean(),
+});
 
 /** A skill's serving state; consumers ignore a snapshot whose revision is not newer than theirs (redelivery). */
-export const SkillUpdated = Type.Object(
-  {
-    skillId: Id,
-    sellerId: Id,
-    revision: Type.Integer({ minimum: 1 }),
-    name: Type.String(),
-    displayName: Type.String(),
-    description: Type.String(),
-    type: SkillType,
-    mode: SkillMode,
-    status: SkillStatus,
-    apiBaseUrl: Type.String(),
-    categories: Type.Array(Type.String()),
-    durationDays: Nullable(Type.Integer()),
-    requiresShipping: Nullable(Type.Boolean()),
-    holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
-    endpoints: Type.Array(SkillEndpointSnapshot),
-    updatedAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const SkillUpdated = ClosedObject({
+  skillId: Id,
+  sellerId: Id,
+  revision: Type.Integer({ minimum: 1 }),
+  name: Type.String(),
+  displayName: Type.String(),
+  description: Type.String(),
+  type: SkillType,
+  mode: SkillMode,
+  status: SkillStatus,
+  apiBaseUrl: Type.String(),
+  categories: Type.Array(Type.String()),
+  durationDays: Nullable(Type.Integer()),
+  requiresShipping: Nullable(Type.Boolean()),
+  holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
+  endpoints: Type.Array(SkillEndpointSnapshot),
+  updatedAt: IsoTime,
+});
 
 /**
  * How checkout sessions are told apart: a unique exact amount on the shared wallet (`amount`, the default), or a
@@ -59,37 +53,31 @@ export const CheckoutMatching = Literals(CHECKOUT_MATCHING_MODES);
 export const SettlementFrequency = Literals(['DAILY', 'WEEKLY', 'MONTHLY']);
 
 /** A seller's public settings; the webhook secret never travels on the bus (registry.webhook_secret). */
-export const SellerUpdated = Type.Object(
-  {
-    sellerId: Id,
-    revision: Type.Integer({ minimum: 1 }),
-    walletAddress: Address,
-    payoutAddress: Address,
-    publishableKey: Type.String(),
-    apiKeyVersion: Type.Integer({ minimum: 1 }),
-    webhookUrl: Nullable(Type.String()),
-    webhookSecretVersion: Type.Integer({ minimum: 0 }),
-    settlementFrequency: SettlementFrequency,
-    minimumSettlement: UsdcAmount,
-    /** Absent: `amount`. */
-    checkoutMatching: Type.Optional(CheckoutMatching),
-    updatedAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const SellerUpdated = ClosedObject({
+  sellerId: Id,
+  revision: Type.Integer({ minimum: 1 }),
+  walletAddress: Address,
+  payoutAddress: Address,
+  publishableKey: Type.String(),
+  apiKeyVersion: Type.Integer({ minimum: 1 }),
+  webhookUrl: Nullable(Type.String()),
+  webhookSecretVersion: Type.Integer({ minimum: 0 }),
+  settlementFrequency: SettlementFrequency,
+  minimumSettlement: UsdcAmount,
+  /** Absent: `amount`. */
+  checkoutMatching: Type.Optional(CheckoutMatching),
+  updatedAt: IsoTime,
+});
 
 /**
  * The account wallet signed a new payout address: a webhook, so the seller hears of a change it did not make;
  * payouts go to `currentPayoutAddress` until `effectiveAt`, when seller.updated carries the new one.
  */
-export const PayoutAddressChangeRequested = Type.Object(
-  {
-    sellerId: Id,
-    walletAddress: Address,
-    currentPayoutAddress: Address,
-    newPayoutAddress: Address,
-    requestedAt: IsoTime,
-    effectiveAt: IsoTime,
-  },
-  { additionalProperties: false },
-);
+export const PayoutAddressChangeRequested = ClosedObject({
+  sellerId: Id,
+  walletAddress: Address,
+  currentPayoutAddress: Address,
+  newPayoutAddress: Address,
+  requestedAt: IsoTime,
+  effectiveAt: IsoTime,
+});

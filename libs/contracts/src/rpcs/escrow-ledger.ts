@@ -1,47 +1,50 @@
 import { Type } from '@sinclair/typebox';
 import { ClaimedVia, TransferClaimFields } from '../events/claims';
 import { PaymentSource } from '../events/payments';
-import { Address, Id, IsoTime, Literals, NetworkName, Nullable, UsdcAmount } from '../primitives';
+import {
+  Address,
+  ClosedObject,
+  Id,
+  IsoTime,
+  Literals,
+  NetworkName,
+  Nullable,
+  UsdcAmount,
+} from '../primitives';
 
 /**
  * What a claim pays for, booked in the claim's own transaction: the amount from suspense into the seller's hold
  * (95%) and the platform's (5%), and `payment.confirmed` through the ledger's outbox.
  */
-export const PaymentToBook = Type.Object(
-  {
-    /** The payment's id, the same on every repeat of the claim (the gateway derives it from `network:txHash`). */
-    paymentId: Id,
-    source: PaymentSource,
-    sellerId: Id,
-    skillId: Nullable(Id),
-    skillName: Nullable(Type.String()),
-    endpointId: Nullable(Id),
-    sessionId: Nullable(Id),
-    network: NetworkName,
-    token: Address,
-    holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
-  },
-  { additionalProperties: false },
-);
+export const PaymentToBook = ClosedObject({
+  /** The payment's id, the same on every repeat of the claim (the gateway derives it from `network:txHash`). */
+  paymentId: Id,
+  source: PaymentSource,
+  sellerId: Id,
+  skillId: Nullable(Id),
+  skillName: Nullable(Type.String()),
+  endpointId: Nullable(Id),
+  sessionId: Nullable(Id),
+  network: NetworkName,
+  token: Address,
+  holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
+});
 
 /**
  * `ledger.claim_transfer`: the first claim of a transfer (chainId, txHash, logIndex) wins, on every replica (a
  * unique row), in one transaction with its payment's booking. A repeat with the same `claimedVia` and reference is
  * answered ok with the first booking, never booking again; any other claim is refused with who holds it.
  */
-export const ClaimTransferRequest = Type.Object(
-  {
-    ...TransferClaimFields,
-    /**
-     * `operator_refund` only: the underpaid session whose paymentless claim the refund takes over (refused as
-     * `claimed_elsewhere` when a payment of the transfer is booked).
-     */
-    underpaidSessionId: Type.Optional(Id),
-    /** Absent for a claim that books nothing: an operator refund, an underpaid checkout session. */
-    payment: Type.Optional(PaymentToBook),
-  },
-  { additionalProperties: false },
-);
+export const ClaimTransferRequest = ClosedObject({
+  ...TransferClaimFields,
+  /**
+   * `operator_refund` only: the underpaid session whose paymentless claim the refund takes over (refused as
+   * `claimed_elsewhere` when a payment of the transfer is booked).
+   */
+  underpaidSessionId: Type.Optional(Id),
+  /** Absent for a claim that books nothing: an operator refund, an underpaid checkout session. */
+  payment: Type.Optional(PaymentToBook),
+});
 
 /**
  * Whether a claim may take over the one holding a transfer: only an operator refund naming the underpaid session
@@ -60,47 +63,35 @@ export function refundTakesOverClaim(
 }
 
 export const ClaimTransferReply = Type.Union([
-  Type.Object(
-    {
-      ok: Type.Literal(true),
-      claimId: Id,
-      /** false on an idempotent repeat. */
-      fresh: Type.Boolean(),
-      claimedAt: IsoTime,
-      /**
-       * The payment booked with the claim (the first request's) and its transaction; the transaction is absent
-       * while the payment is parked (reorged away) or refused as a conflict for an operator.
-       */
-      paymentId: Type.Optional(Id),
-      transactionId: Type.Optional(Id),
-    },
-    { additionalProperties: false },
-  ),
-  Type.Object(
-    {
-      ok: Type.Literal(false),
-      reason: Type.Literal('claimed_elsewhere'),
-      message: Type.String(),
-      claimedBy: Type.Object({ claimedVia: ClaimedVia, claimedAt: IsoTime }, { additionalProperties: false }),
-    },
-    { additionalProperties: false },
-  ),
-  Type.Object(
-    {
-      ok: Type.Literal(false),
-      /** Operator refunds only: the ledger's books differ from the request. */
-      reason: Literals(['transfer_reorged', 'amount_differs', 'payer_differs']),
-      message: Type.String(),
-      booked: Type.Object({ from: Address, amount: UsdcAmount }, { additionalProperties: false }),
-    },
-    { additionalProperties: false },
-  ),
-  Type.Object(
-    {
-      ok: Type.Literal(false),
-      reason: Literals(['invalid_request', 'internal_error']),
-      message: Type.String(),
-    },
-    { additionalProperties: false },
-  ),
+  ClosedObject({
+    ok: Type.Literal(true),
+    claimId: Id,
+    /** false on an idempotent repeat. */
+    fresh: Type.Boolean(),
+    claimedAt: IsoTime,
+    /**
+     * The payment booked with the claim (the first request's) and its transaction; the transaction is absent
+     * while the payment is parked (reorged away) or refused as a conflict for an operator.
+     */
+    paymentId: Type.Optional(Id),
+    transactionId: Type.Optional(Id),
+  }),
+  ClosedObject({
+    ok: Type.Literal(false),
+    reason: Type.Literal('claimed_elsewhere'),
+    message: Type.String(),
+    claimedBy: ClosedObject({ claimedVia: ClaimedVia, claimedAt: IsoTime }),
+  }),
+  ClosedObject({
+    ok: Type.Literal(false),
+    /** Operator refunds only: the ledger's books differ from the request. */
+    reason: Literals(['transfer_reorged', 'amount_differs', 'payer_differs']),
+    message: Type.String(),
+    booked: ClosedObject({ from: Address, amount: UsdcAmount }),
+  }),
+  ClosedObject({
+    ok: Type.Literal(false),
+    reason: Literals(['invalid_request', 'internal_error']),
+    message: Type.String(),
+  }),
 ]);

@@ -1,35 +1,29 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { Address, Literals, TxHash } from '../primitives';
+import { Address, ClosedObject, Literals, TxHash } from '../primitives';
 
 const Bytes32 = Type.String({ pattern: '^0x[0-9a-fA-F]{64}$' });
 const UintString = Type.String({ pattern: '^(0|[1-9][0-9]{0,77})$' });
 
 /** The EIP-3009 authorization as the payer signed it (x402 `exact` scheme payload). */
-export const TransferAuthorization = Type.Object(
-  {
-    from: Address,
-    to: Address,
-    value: UintString,
-    validAfter: UintString,
-    validBefore: UintString,
-    nonce: Bytes32,
-  },
-  { additionalProperties: false },
-);
+export const TransferAuthorization = ClosedObject({
+  from: Address,
+  to: Address,
+  value: UintString,
+  validAfter: UintString,
+  validBefore: UintString,
+  nonce: Bytes32,
+});
 export type TransferAuthorization = Static<typeof TransferAuthorization>;
 
-export const RelayerSubmitRequest = Type.Object(
-  {
-    chainId: Type.Integer({ minimum: 1 }),
-    token: Address,
-    authorization: TransferAuthorization,
-    /** 65-byte ECDSA signature, or an ERC-1271 contract wallet's signature bytes. */
-    signature: Type.String({ pattern: '^0x[0-9a-fA-F]{2,4096}$' }),
-    /** How long to wait for the receipt before answering `submitted` (bounded by the relayer). */
-    waitForReceiptMs: Type.Integer({ minimum: 0, maximum: 60_000 }),
-  },
-  { additionalProperties: false },
-);
+export const RelayerSubmitRequest = ClosedObject({
+  chainId: Type.Integer({ minimum: 1 }),
+  token: Address,
+  authorization: TransferAuthorization,
+  /** 65-byte ECDSA signature, or an ERC-1271 contract wallet's signature bytes. */
+  signature: Type.String({ pattern: '^0x[0-9a-fA-F]{2,4096}$' }),
+  /** How long to wait for the receipt before answering `submitted` (bounded by the relayer). */
+  waitForReceiptMs: Type.Integer({ minimum: 0, maximum: 60_000 }),
+});
 export type RelayerSubmitRequest = Static<typeof RelayerSubmitRequest>;
 
 /**
@@ -74,7 +68,7 @@ export const RelayerSubmitReply = Type.Union([
 ]);
 export type RelayerSubmitReply = Static<typeof RelayerSubmitReply>;
 
-export const RelayerStatusRequest = Type.Object({}, { additionalProperties: false });
+export const RelayerStatusRequest = ClosedObject({});
 
 export const RelayerStatusReply = Type.Object({
   available: Type.Boolean(),
@@ -91,17 +85,11 @@ export const RelayerStatusReply = Type.Object({
 });
 export type RelayerStatusReply = Static<typeof RelayerStatusReply>;
 
-export const DepositHoldingsRequest = Type.Object(
-  { limit: Type.Integer({ minimum: 1, maximum: 10_000 }) },
-  { additionalProperties: false },
-);
+export const DepositHoldingsRequest = ClosedObject({ limit: Type.Integer({ minimum: 1, maximum: 10_000 }) });
 
 /** At most `limit` addresses; the ledger reads their balances on chain itself. */
-export const DepositHoldingsReply = Type.Object(
-  {
-    addresses: Type.Array(Address, { maxItems: 10_000 }),
-    truncated: Type.Boolean(),
-  },
-  { additionalProperties: false },
-);
+export const DepositHoldingsReply = ClosedObject({
+  addresses: Type.Array(Address, { maxItems: 10_000 }),
+  truncated: Type.Boolean(),
+});
 export type DepositHoldingsReply = Static<typeof DepositHoldingsReply>;
