@@ -1,5 +1,5 @@
 import type { NextFunction, Response } from 'express';
-import { PaygateUnavailableError } from './paygate-api';
+import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 
 /**
  * The codes the middleware answers itself; a refusal Paygate decided (a ticket's, a facilitator's) keeps its own.
@@ -50,4 +50,20 @@ export function answerRateLimited(
   const retryAfterSeconds = Number.isInteger(seconds) && seconds > 0 ? seconds : 60;
   res.setHeader('Retry-After', String(retryAfterSeconds));
   sendError(res, 429, code, message, { retryAfterSeconds });
+}
+
+/** A seller call's JSON answer; a 429 is answered here (undefined), any other failure is PaygateUnavailableError. */
+export async function postToPaygate<T>(
+  api: PaygateApi,
+  path: string,
+  body: unknown,
+  res: Response,
+): Promise<T | undefined> {
+  const answer = await api.post(path, body);
+  if (answer.status === 429) {
+    answerRateLimited(res, answer);
+    return undefined;
+  }
+  if (!answer.ok) throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST ${path}`);
+  return (await answer.json()) as T;
 }

@@ -1,9 +1,9 @@
 import { parseUsdc } from '@paygate/money';
 import type { PaymentKind } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
-import { answerRateLimited } from './error-answers';
+import { postToPaygate } from './error-answers';
 import type { Offer } from './gateway-offers';
-import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import type { PaygateApi } from './paygate-api';
 import type { X402Payment } from './types';
 
 type VerifiedPayment = Omit<X402Payment, 'type'> & { type: PaymentKind };
@@ -45,20 +45,20 @@ export async function payWithPaygateProof(
   res: Response,
   next: NextFunction,
 ): Promise<void> {
-  const answer = await api.post('/api/verify', {
-    payment,
-    price: offer.price,
-    type: offer.type,
-    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
-    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
-    resource,
-  });
-  if (answer.status === 429) {
-    answerRateLimited(res, answer);
-    return;
-  }
-  if (!answer.ok) throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/verify`);
-  const result = (await answer.json()) as VerifyAnswer;
+  const result = await postToPaygate<VerifyAnswer>(
+    api,
+    '/api/verify',
+    {
+      payment,
+      price: offer.price,
+      type: offer.type,
+      ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+      ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
+      resource,
+    },
+    res,
+  );
+  if (!result) return;
   if (!result.valid) {
     res.status(402).json({ error: 'Invalid payment', reason: result.reason, message: result.message });
     return;

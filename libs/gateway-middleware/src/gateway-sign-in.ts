@@ -1,9 +1,9 @@
 import { SIGN_IN_WITH_X_HEADER } from '@paygate/protocol';
 import type { NextFunction, Request, Response } from 'express';
-import { answerRateLimited } from './error-answers';
+import { postToPaygate } from './error-answers';
 import type { AnswerPaymentRequired } from './gateway-answers';
 import type { Offer } from './gateway-offers';
-import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import type { PaygateApi } from './paygate-api';
 
 const HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
@@ -36,21 +36,9 @@ export async function payWithSignIn(
   next: NextFunction,
   paymentRequired: AnswerPaymentRequired,
 ): Promise<void> {
-  const answer = await api.post('/api/verify/sign-in', {
-    signIn: header,
-    origin,
-    price: offer.price,
-    durationDays: offer.durationDays,
-    resource,
-  });
-  if (answer.status === 429) {
-    answerRateLimited(res, answer);
-    return;
-  }
-  if (!answer.ok) {
-    throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/verify/sign-in`);
-  }
-  const result = (await answer.json()) as SignInAnswer;
+  const body = { signIn: header, origin, price: offer.price, durationDays: offer.durationDays, resource };
+  const result = await postToPaygate<SignInAnswer>(api, '/api/verify/sign-in', body, res);
+  if (!result) return;
   if (!result.valid) {
     await paymentRequired(offer, req, res, resource, {
       error: 'Invalid sign-in',

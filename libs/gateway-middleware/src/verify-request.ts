@@ -289,13 +289,13 @@ async function bodyOf(req: Request, maxBytes: number): Promise<Buffer | Refusal>
       'a body parser read the body before verifyPaygateRequest: mount it first, or keep the bytes in req.rawBody',
       500,
     );
-  if (Number(req.headers['content-length'] ?? 0) > maxBytes)
-    return refusal('body_too_large', `the body must be at most ${maxBytes} bytes`, 413);
+  const tooLarge = refusal('body_too_large', `the body must be at most ${maxBytes} bytes`, 413);
+  if (Number(req.headers['content-length'] ?? 0) > maxBytes) return tooLarge;
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > maxBytes) return refusal('body_too_large', `the body must be at most ${maxBytes} bytes`, 413);
+    if (size > maxBytes) return tooLarge;
     chunks.push(chunk);
   }
   req.rawBody = Buffer.concat(chunks, size);
