@@ -40,15 +40,5 @@ export {
   signRefundRequest,
   TICKET_HEADER,
 } from '@paygate/protocol';
-export {
-  type AgentOptions,
-  type AgentPayment,
-  createAgent,
-  type McpCallOptions,
-  PaygateAgent,
-  PaymentRequirementsError,
-  RefundRequestError,
-  SpendingLimitError,
-  type TicketAnswer,
-} from './client';
+export * from './client';
 export { type McpToolCall, type McpToolClient, newPaymentId, PAYMENT_IDENTIFIER } from './mcp';
