@@ -98,6 +98,22 @@ export interface TicketAnswer {
   txHash: string;
 }
 
+type McpPaymentResponse = { success?: boolean; transaction?: string; errorReason?: string };
+
+const mcpPaymentResponse = (result: { _meta?: Record<string, unknown> } | undefined) =>
+  result?._meta?.[MCP_PAYMENT_RESPONSE_META] as McpPaymentResponse | undefined;
+
+/** A paid call not yet included is asked again with the same payment (never a new one), a few times. */
+async function callUntilSettled(client: McpToolClient, paid: McpToolCall) {
+  let result = await client.callTool(paid);
+  for (let round = 0; round < SETTLEMENT_PENDING_ROUNDS; round++) {
+    if (mcpPaymentResponse(result)?.errorReason !== 'settlement_pending') break;
+    await new Promise((resolve) => setTimeout(resolve, SETTLEMENT_PENDING_DELAY_MS));
+    result = await client.callTool(paid);
+  }
+  return result;
+}
+
 const TRANSFER_ABI = ['function transfer(address to, uint256 value) returns (bool)'];
 
 function readRequirements(body: unknown): PaymentRequirements {
@@ -183,9 +199,7 @@ export class PaygateAgent {
     const first = await client.callTool(call);
     const required = paymentRequiredOf(first);
     if (!required) return first;
-    const provider = this.options.wallet.provider;
-    if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
-    const chainId = Number((await provider.getNetwork()).chainId);
+    const chainId = await this.walletChainId();
     const requirement = pickRequirement(required, chainId);
     if (!requirement) {
       throw new PaymentRequirementsError(
@@ -204,22 +218,11 @@ export class PaygateAgent {
       const paymentId = options.paymentId ?? newPaymentId();
       const payment = await signMcpPayment(this.options.wallet, chainId, required, requirement, paymentId);
       mayMoveMoney = true;
-      const paid = { ...call, _meta: { ...call._meta, [MCP_PAYMENT_META]: payment } };
-      const responseOf = (result: any) =>
-        (result?._meta as Record<string, unknown> | undefined)?.[MCP_PAYMENT_RESPONSE_META] as
-          | { success?: boolean; transaction?: string; errorReason?: string }
-          | undefined;
-      let second = await client.callTool(paid);
-      // Sent but not included yet: the same payment asked again (never a new one), a few times.
-      for (
-        let round = 0;
-        round < SETTLEMENT_PENDING_ROUNDS && responseOf(second)?.errorReason === 'settlement_pending';
-        round++
-      ) {
-        await new Promise((resolve) => setTimeout(resolve, SETTLEMENT_PENDING_DELAY_MS));
-        second = await client.callTool(paid);
-      }
-      const response = responseOf(second);
+      const second = await callUntilSettled(client, {
+        ...call,
+        _meta: { ...call._meta, [MCP_PAYMENT_META]: payment },
+      });
+      const response = mcpPaymentResponse(second);
       // A settlement still pending may yet move the money: it stays counted.
       const pending = response?.errorReason === 'settlement_pending';
       if ((response?.success === false && !pending) || paymentRequiredOf(second)) mayMoveMoney = false;
@@ -251,6 +254,12 @@ export class PaygateAgent {
     }
   }
 
+  private async walletChainId(): Promise<number> {
+    const provider = this.options.wallet.provider;
+    if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
+    return Number((await provider.getNetwork()).chainId);
+  }
+
   /** Pays what a 402 asked for and returns the header value proving it. */
   async pay(url: string, requirements: PaymentRequirements): Promise<AgentPayment> {
     const priceMicro = parseUsdc(requirements.price);
@@ -259,10 +268,8 @@ export class PaygateAgent {
     this.spentMicro += priceMicro;
     let sent = false;
     try {
-      const provider = this.options.wallet.provider;
-      if (!provider) throw new PaymentRequirementsError('the wallet has no provider');
-      const { chainId } = await provider.getNetwork();
-      if (Number(chainId) !== requirements.chainId) {
+      const chainId = await this.walletChainId();
+      if (chainId !== requirements.chainId) {
         throw new PaymentRequirementsError(
           `the seller charges on chain ${requirements.chainId} (${requirements.network}); the wallet is on ${chainId}`,
         );
