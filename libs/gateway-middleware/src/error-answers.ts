@@ -1,9 +1,7 @@
 import type { NextFunction, Response } from 'express';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 
-/**
- * The codes the middleware answers itself; a refusal Paygate decided (a ticket's, a facilitator's) keeps its own.
- */
+/** The codes the middleware answers itself; a refusal Paygate decided keeps its own. */
 export const MIDDLEWARE_REASONS = {
   /** 429: Paygate is limiting this seller's verifications; Retry-After and `retryAfterSeconds` say when to retry. */
   rateLimited: 'rate_limited',
@@ -11,10 +9,7 @@ export const MIDDLEWARE_REASONS = {
   paygateUnavailable: 'paygate_unavailable',
 } as const;
 
-/**
- * Paygate's error envelope, `{ error: { code, message, ...details } }`, so a buyer reads one shape from Paygate and
- * from a seller behind this middleware (the 402s keep their own bodies).
- */
+/** Paygate's error envelope: one shape for a buyer from Paygate and from a seller behind it (402s aside). */
 export function sendError(
   res: Response,
   status: number,

@@ -21,10 +21,7 @@ export function signInHeaderOf(offer: Offer, req: Request): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
-/**
- * x402's sign-in-with-x on subscription(): Paygate checks the signed message and finds that wallet's subscription
- * to this seller; in force: req.x402 as for a subscription payment; otherwise the 402 with a fresh challenge.
- */
+/** x402's sign-in-with-x: a wallet whose subscription Paygate finds in force gets req.x402, else the 402. */
 export async function payWithSignIn(
   api: PaygateApi,
   offer: Offer,

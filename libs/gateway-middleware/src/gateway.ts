@@ -20,10 +20,7 @@ export interface Gateway {
   ticket(options: TicketOptions): RequestHandler;
 }
 
-/**
- * A paid route's middleware: an x402 header (when x402 is on and no Paygate proof is sent) is settled, a Paygate
- * proof verified, a sign-in checked; none: 402 with what to pay.
- */
+/** A paid route: an x402 header settled (unless a Paygate proof is sent), a proof or a sign-in verified. */
 function paymentMiddleware(
   offer: Offer,
   api: PaygateApi,
@@ -67,12 +64,7 @@ function ticketMiddleware(verifier: TicketVerifier): RequestHandler {
   };
 }
 
-/**
- * The seller's gateway middleware (README, "Verification flow"): X-402-Payment (else Payment) verified by Paygate
- * (POST /api/verify), valid → req.x402 and next(); none → 402 with the requirements; invalid → 402; Paygate
- * unreachable → 500 paygate_unavailable. Beside it, x402: a PAYMENT-SIGNATURE (or v1 X-PAYMENT) is settled into
- * escrow by Paygate's facilitator, credited to this seller.
- */
+/** The seller's gateway middleware (README, "Verification flow"). */
 export function createGateway(config: GatewayConfig): Gateway {
   const api = sellerApi(config, 'createGateway');
   const x402 = x402Settings(config);

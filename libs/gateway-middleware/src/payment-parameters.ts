@@ -22,10 +22,7 @@ const FRESH_MS = 5 * 60_000;
 /** After a failed fetch, 402s answer at once with what is known instead of waiting on Paygate again. */
 const RETRY_AFTER_FAILURE_MS = 10_000;
 
-/**
- * This seller's payment parameters without a round trip whenever possible: pinned by the configuration, else the
- * last `GET /api/verify` answer, refreshed in the background once 5 minutes old and kept while Paygate is down.
- */
+/** Pinned, else the last GET /api/verify answer: refreshed in the background, kept while Paygate is down. */
 export class PaymentParametersSource {
   private readonly pinned: PaymentParameters | undefined;
   private fetched: { value: PaymentParameters; at: number } | undefined;

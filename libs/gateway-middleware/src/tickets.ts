@@ -57,10 +57,7 @@ export class MemoryReplayStore implements TicketReplayStore {
 const VERIFIED_TTL_MS = 60_000;
 const MAX_VERIFIED = 10_000;
 
-/**
- * Verifies TICKET-mode JWTs: ES256 only, by Paygate's JWKS key of its kid, with issuer, audience (the skill),
- * method, path and expiry checked; single-use tickets (all but subscriptions) are accepted once.
- */
+/** TICKET-mode JWTs: ES256 by Paygate's key, claims checked; single-use (non-subscription) ones pass once. */
 export class TicketVerifier {
   private readonly keys: JwksKeys;
   /** Signature checks are the costly part; a subscriber repeating the same ticket pays for one per minute. */

@@ -224,12 +224,7 @@ async function checkForwardedRequest(checks: RequestChecks, req: Request): Promi
 }
 
 /**
- * Express middleware for a PROXY-mode seller's origin: passes only requests Paygate forwarded after a payment
- * (X-Paygate-Signature over method, path, body, timestamp, a fresh nonce and the X-Paygate-* headers), setting
- * req.paygate; anything else gets the error envelope (401, 403, 413, 400 or 500).
- *
- *   app.use(verifyPaygateRequest()); // secret key from PAYGATE_SECRET_KEY
- *
+ * A PROXY-mode seller's origin passes only requests Paygate signed after a payment, setting req.paygate.
  * Mount it before any body parser (it reads the body itself), or keep the bytes in req.rawBody from the parser.
  */
 export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}): RequestHandler {

@@ -99,10 +99,7 @@ async function settlementOf(answer: Response, network: string): Promise<X402Sett
   return { ok: true, response: body as SettleResponse & { success: true }, network };
 }
 
-/**
- * x402 selling outside HTTP routes (MCP tools, queues…): Paygate's escrow as payTo, settled by Paygate's
- * facilitator with the seller's key. The same parameters and rules as createGateway's x402.
- */
+/** x402 selling outside HTTP routes (MCP tools, queues…), under the same rules as createGateway's x402. */
 export function createX402Seller(config: X402SellerConfig): X402Seller {
   const api = sellerApi(config, 'createX402Seller');
   const parameters = new PaymentParametersSource(api, config);
