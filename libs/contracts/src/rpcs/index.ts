@@ -39,66 +39,60 @@ interface RpcDefinition {
   sealedReplyFields?: readonly string[];
   request: TSchema;
   reply: TSchema;
-  description: string;
 }
 
 /** Request-reply calls over NATS (`rpc.<namespace>.<name>`): both ends validate request and reply against these. */
 export const RPCS = {
+  /** Spend an on-chain transfer on one thing; the first claim of a transfer wins whatever path claims it. */
   'ledger.claim_transfer': {
     responder: 'escrow-ledger',
     requesters: ['gateway-proxy', 'checkout'],
     request: ClaimTransferRequest,
     reply: ClaimTransferReply,
-    description:
-      'Spend an on-chain transfer on one thing; the first claim of a transfer wins whatever path claims it.',
   },
+  /** The seller holding a secret API key (compared by hash), or named by a valid dashboard session token. */
   'registry.resolve_api_key': {
     responder: 'registry',
     requesters: ['gateway-proxy', 'checkout', 'escrow-ledger', 'settlement', 'notifier'],
     request: ResolveApiKeyRequest,
     reply: ResolveApiKeyReply,
-    description:
-      'The seller holding a secret API key (compared by hash), or named by a valid dashboard session token.',
   },
+  /** A seller's webhook signing secret, for the notifier. */
   'registry.webhook_secret': {
     responder: 'registry',
     requesters: ['notifier'],
     sealedReplyFields: ['secret'],
     request: WebhookSecretRequest,
     reply: WebhookSecretReply,
-    description: "A seller's webhook signing secret, for the notifier.",
   },
+  /** The key the gateway signs a seller's forwarded requests with (derived from the secret API key). */
   'registry.forwarding_key': {
     responder: 'registry',
     requesters: ['gateway-proxy'],
     sealedReplyFields: ['key'],
     request: ForwardingKeyRequest,
     reply: ForwardingKeyReply,
-    description:
-      "The key the gateway signs a seller's forwarded requests with (derived from the secret API key).",
   },
+  /** Submit an x402 payment's EIP-3009 authorization into escrow once, with the relayer's gas-only key. */
   'relayer.submit_authorization': {
     responder: 'settlement',
     requesters: ['gateway-proxy'],
     request: RelayerSubmitRequest,
     reply: RelayerSubmitReply,
-    description:
-      "Submit an x402 payment's EIP-3009 authorization into escrow once, with the relayer's gas-only key.",
   },
+  /** Whether the relayer can pay gas (x402 is offered only then). */
   'relayer.status': {
     responder: 'settlement',
     requesters: ['gateway-proxy'],
     request: RelayerStatusRequest,
     reply: RelayerStatusReply,
-    description: 'Whether the relayer can pay gas (x402 is offered only then).',
   },
+  /** Deposit addresses that may still hold USDC (not seen empty since a sweep): reconciliation adds them. */
   'settlement.deposit_holdings': {
     responder: 'settlement',
     requesters: ['escrow-ledger'],
     request: DepositHoldingsRequest,
     reply: DepositHoldingsReply,
-    description:
-      'Session deposit addresses that may still hold USDC (received, not yet seen empty after a sweep): reconciliation adds their balances.',
   },
 } as const satisfies Record<string, RpcDefinition>;
 
