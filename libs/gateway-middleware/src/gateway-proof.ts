@@ -6,14 +6,14 @@ import type { Offer } from './gateway-offers';
 import type { PaygateApi } from './paygate-api';
 import type { X402Payment } from './types';
 
-type VerifiedPayment = Omit<X402Payment, 'type'> & { type: PaymentKind };
+export type VerifiedPayment = Omit<X402Payment, 'type'> & { type: PaymentKind };
 
 type VerifyAnswer =
   | { valid: true; payment: VerifiedPayment }
   | { valid: false; reason: string; message: string };
 
 /** req.x402 from Paygate's answer and the route's offer (the README's fields; `type` absent for pay-per-call). */
-function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
+export function paymentOf(verified: VerifiedPayment, offer: Offer): X402Payment {
   const { txHash, amount, payer, network, type, expiresAt } = verified;
   return {
     txHash,

@@ -3,15 +3,13 @@ import type { NextFunction, Request, Response } from 'express';
 import { postToPaygate } from './error-answers';
 import type { AnswerPaymentRequired } from './gateway-answers';
 import type { Offer } from './gateway-offers';
+import { paymentOf, type VerifiedPayment } from './gateway-proof';
 import type { PaygateApi } from './paygate-api';
 
 const HEADER = SIGN_IN_WITH_X_HEADER.toLowerCase();
 
 type SignInAnswer =
-  | {
-      valid: true;
-      payment: { txHash: string; amount: string; payer: string; network: string; expiresAt?: string };
-    }
+  | { valid: true; payment: Omit<VerifiedPayment, 'type'> }
   | { valid: false; reason: string; message: string };
 
 /** A SIGN-IN-WITH-X header on a subscription route that carries no payment, else undefined. */
@@ -44,15 +42,6 @@ export async function payWithSignIn(
     });
     return;
   }
-  const { payment } = result;
-  req.x402 = {
-    txHash: payment.txHash,
-    amount: payment.amount,
-    payer: payment.payer,
-    network: payment.network,
-    type: 'subscription',
-    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
-    ...(payment.expiresAt ? { expiresAt: payment.expiresAt } : {}),
-  };
+  req.x402 = paymentOf({ ...result.payment, type: 'subscription' }, offer);
   next();
 }
