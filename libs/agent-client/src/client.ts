@@ -134,10 +134,7 @@ function readRequirements(body: unknown): PaymentRequirements {
   return { confirmations: 1, ...r } as PaymentRequirements;
 }
 
-/**
- * Wraps fetch: a 402 becomes a USDC transfer to the escrow (within the spending limits), a signature over the
- * tx hash and the resource, and one retry of the call with X-402-Payment. TICKET answers are followed.
- */
+/** Wraps fetch: a 402 is paid in USDC within the limits and the call retried once; tickets are followed. */
 export class PaygateAgent {
   private spentMicro = 0n;
   private readonly maxPerCallMicro: bigint;
@@ -187,10 +184,7 @@ export class PaygateAgent {
     }
   }
 
-  /**
-   * MCP mode: calls a tool through an MCP client (@modelcontextprotocol/sdk's Client). A payment-required result is
-   * paid within the limits (an EIP-3009 authorization, no gas) and the call repeated with `_meta["x402/payment"]`.
-   */
+  /** MCP mode: a payment-required result is paid within the limits (EIP-3009) and the call repeated. */
   async callTool(
     client: McpToolClient,
     call: McpToolCall,

@@ -54,10 +54,7 @@ function collectErrorTexts(error: unknown): string[] {
   return texts;
 }
 
-/**
- * True when an RPC refused eth_getLogs for too large a range or result (not a failure shrinking would not fix).
- * JSON-RPC codes vary by provider; the text decides.
- */
+/** An RPC refused eth_getLogs for too large a range or result; codes vary, so the text decides. */
 export function isRangeTooLargeError(error: unknown): boolean {
   return collectErrorTexts(error).some(
     (text) =>
@@ -66,10 +63,7 @@ export function isRangeTooLargeError(error: unknown): boolean {
   );
 }
 
-/**
- * ERC-20 Transfer logs of `token` (optionally to `to`) in [fromBlock, toBlock], sorted, in chunks of at most
- * maxRangeBlocks: a chunk refused as too large is halved and retried.
- */
+/** Transfer logs of `token` in [fromBlock, toBlock], sorted; a chunk refused as too large is halved. */
 export async function getTransferLogs(
   provider: LogsProvider,
   options: GetTransferLogsOptions,

@@ -1,9 +1,6 @@
 import { formatAddress } from './address';
 
-/**
- * EIP-681 URI for an ERC-20 transfer, for QR codes and wallet deep links:
- * `ethereum:<token>@<chainId>/transfer?address=<to>&uint256=<amountMicro>`.
- */
+/** EIP-681 URI of an ERC-20 transfer, for QR codes and wallet deep links. */
 export function eip681TransferUri(input: {
   chainId: number;
   token: string;

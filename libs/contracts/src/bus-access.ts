@@ -1,9 +1,6 @@
 import type { ServiceName, Subject } from './subjects';
 
-/**
- * Each service's durable consumers and core NATS subscriptions, beside SUBJECTS and RPCS: the NATS permissions are
- * generated from the three, and `startService` refuses an undeclared consumer, so code and permissions cannot drift.
- */
+// NATS permissions are generated from these, SUBJECTS and RPCS; startService refuses an undeclared consumer.
 
 /** Durable consumer name -> the one subject it filters on, per service. */
 export const CONSUMERS = {

@@ -1,7 +1,4 @@
-/**
- * How long a payment stays in escrow before it can be settled to the seller, by what the skill sells. No imports:
- * the dashboard bundles this file alone (`@paygate/contracts/holds`).
- */
+/** Hours a payment stays in escrow, by what is sold. No imports: the dashboard bundles this file alone. */
 export const DEFAULT_HOLD_HOURS = {
   API: 0,
   Content: 0,

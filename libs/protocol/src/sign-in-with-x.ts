@@ -1,7 +1,4 @@
-/**
- * x402's sign-in-with-x extension: a subscriber answers the 402's challenge with a wallet-signed CAIP-122 message
- * instead of paying again. `@x402/extensions`' server declaration, built without it so the SDKs need nothing more.
- */
+/** x402's sign-in-with-x challenge, built without `@x402/extensions` so the SDKs need nothing more. */
 export const SIGN_IN_WITH_X_HEADER = 'SIGN-IN-WITH-X';
 const SIGN_IN_WITH_X = 'sign-in-with-x';
 /** The verifier accepts messages up to 5 minutes old. */

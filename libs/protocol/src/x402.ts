@@ -1,7 +1,4 @@
-/**
- * The x402 standard's HTTP transport (v2 headers; v1's body `accepts` and `X-PAYMENT*`) for the `exact` scheme on
- * EVM. The gateway checks a payload's full schema on top of what is decoded here.
- */
+/** x402's HTTP transport (v2 headers, v1 body, X-PAYMENT*) for `exact` on EVM; the gateway checks schemas. */
 export const X402_HEADERS = {
   paymentRequired: 'PAYMENT-REQUIRED',
   paymentSignature: 'PAYMENT-SIGNATURE',

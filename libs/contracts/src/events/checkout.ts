@@ -67,10 +67,7 @@ export const TransferRefundRequested = ClosedObject({
   requestedAt: IsoTime,
 });
 
-/**
- * A session's own deposit address, the HD child `derivationIndex` of the checkout xpub: the indexer watches it,
- * settlement sweeps it. Published with the session's creation, so no address reaches a buyer without it.
- */
+/** A session's own deposit address (HD child `derivationIndex`), published before any buyer sees it. */
 export const DepositAddressAssigned = ClosedObject({
   sessionId: Id,
   address: Address,

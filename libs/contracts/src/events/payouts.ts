@@ -10,10 +10,7 @@ import {
   UsdcAmount,
 } from '../primitives';
 
-/**
- * The one path of money out of escrow: settlement says a payout is due, the ledger reserves (or refuses) it in one
- * transaction, settlement sends exactly the reservation and reports the end (`payout.failed` alone gives it back).
- */
+/** Due, reserved (or refused) by the ledger, sent once by settlement; only `payout.failed` gives it back. */
 export const PayoutKind = Literals(['seller', 'platform']);
 
 export const SettlementDue = ClosedObject({
