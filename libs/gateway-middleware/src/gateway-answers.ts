@@ -5,8 +5,8 @@ import {
   type X402Offer,
   x402PaymentRequired,
 } from '@paygate/protocol';
-import type { Request, Response } from 'express';
-import type { Offer } from './gateway-offers';
+import type { Request } from 'express';
+import type { Offer, PaidRequest } from './gateway-offers';
 import type { PaymentParameters, PaymentParametersSource } from './payment-parameters';
 
 export type RefusalBody = { error: string; reason: string; message: string };
@@ -15,13 +15,7 @@ export type RefusalBody = { error: string; reason: string; message: string };
 export type X402RouteOf = (offer: Offer, p: PaymentParameters, req: Request) => X402Offer | undefined;
 
 /** Answers a 402 with what to pay (and why the presented payment was refused, when given). */
-export type AnswerPaymentRequired = (
-  offer: Offer,
-  req: Request,
-  res: Response,
-  resource: string,
-  refusal?: RefusalBody,
-) => Promise<void>;
+export type AnswerPaymentRequired = (paid: PaidRequest, refusal?: RefusalBody) => Promise<void>;
 
 /** The 402 body: the offer, and Paygate's parameters when known (else a note to retry). */
 function paymentRequiredBody(
@@ -66,7 +60,7 @@ export function paymentRequiredAnswer(
   x402RouteOf: X402RouteOf,
   originOf: (req: Request) => string,
 ): AnswerPaymentRequired {
-  return async (offer, req, res, resource, refusal) => {
+  return async ({ offer, req, res, resource }, refusal) => {
     const p = await parameters.get();
     const route = p ? x402RouteOf(offer, p, req) : undefined;
     const challenge = route ? x402PaymentRequired(route, refusal?.reason ?? 'payment required') : undefined;

@@ -1,5 +1,6 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import type { PaymentKind } from '@paygate/protocol';
+import type { NextFunction, Request, Response } from 'express';
 import type { ProductConfig, ServiceConfig, SubscriptionConfig } from './types';
 
 /** What a route sells, as its 402 answer and Paygate's verification name it. */
@@ -12,6 +13,9 @@ export interface Offer {
   accessUrl?: string;
   requiresShipping?: boolean;
 }
+
+/** One request to a paid route, with the resource its payment must name. */
+export type PaidRequest = { offer: Offer; resource: string; req: Request; res: Response; next: NextFunction };
 
 function normalisePrice(price: unknown, constructorName: string): { price: string; priceMicro: bigint } {
   try {

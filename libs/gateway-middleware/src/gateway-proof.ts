@@ -1,8 +1,7 @@
 import { parseUsdc } from '@paygate/money';
 import type { PaymentKind } from '@paygate/protocol';
-import type { NextFunction, Request, Response } from 'express';
 import { postToPaygate } from './error-answers';
-import type { Offer } from './gateway-offers';
+import type { Offer, PaidRequest } from './gateway-offers';
 import type { PaygateApi } from './paygate-api';
 import type { X402Payment } from './types';
 
@@ -36,43 +35,31 @@ function coversPrice(amount: string, priceMicro: bigint): boolean {
 }
 
 /** X-402-Payment (or Payment): Paygate verifies the proof (POST /api/verify) before the handler runs. */
-export async function payWithPaygateProof(
-  api: PaygateApi,
-  offer: Offer,
-  payment: string,
-  resource: string,
-  req: Request,
-  res: Response,
-  next: NextFunction,
-): Promise<void> {
-  const result = await postToPaygate<VerifyAnswer>(
-    api,
-    '/api/verify',
-    {
-      payment,
-      price: offer.price,
-      type: offer.type,
-      ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
-      ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
-      resource,
-    },
-    res,
-  );
+export async function payWithPaygateProof(api: PaygateApi, paid: PaidRequest, proof: string): Promise<void> {
+  const { offer, resource, res } = paid;
+  const refuse = (reason: string, message: string) =>
+    res.status(402).json({ error: 'Invalid payment', reason, message });
+  const body = {
+    payment: proof,
+    price: offer.price,
+    type: offer.type,
+    ...(offer.durationDays !== undefined ? { durationDays: offer.durationDays } : {}),
+    ...(offer.requiresShipping !== undefined ? { requiresShipping: offer.requiresShipping } : {}),
+    resource,
+  };
+  const result = await postToPaygate<VerifyAnswer>(api, '/api/verify', body, res);
   if (!result) return;
   if (!result.valid) {
-    res.status(402).json({ error: 'Invalid payment', reason: result.reason, message: result.message });
+    refuse(result.reason, result.message);
     return;
   }
   // Paygate answers the amount the chain transferred: below this route's price (a cheaper purchase presented
   // again) the handler never runs, whatever Paygate's version decided.
   if (!coversPrice(result.payment.amount, offer.priceMicro)) {
-    res.status(402).json({
-      error: 'Invalid payment',
-      reason: 'insufficient_amount',
-      message: `the payment transferred ${result.payment.amount} USDC; the price is ${offer.price} USDC`,
-    });
+    const { amount } = result.payment;
+    refuse('insufficient_amount', `the payment transferred ${amount} USDC; the price is ${offer.price} USDC`);
     return;
   }
-  req.x402 = paymentOf(result.payment, offer);
-  next();
+  paid.req.x402 = paymentOf(result.payment, offer);
+  paid.next();
 }

@@ -1,8 +1,8 @@
 import { SIGN_IN_WITH_X_HEADER } from '@paygate/protocol';
-import type { NextFunction, Request, Response } from 'express';
+import type { Request } from 'express';
 import { postToPaygate } from './error-answers';
 import type { AnswerPaymentRequired } from './gateway-answers';
-import type { Offer } from './gateway-offers';
+import type { Offer, PaidRequest } from './gateway-offers';
 import { paymentOf, type VerifiedPayment } from './gateway-proof';
 import type { PaygateApi } from './paygate-api';
 
@@ -22,26 +22,19 @@ export function signInHeaderOf(offer: Offer, req: Request): string | undefined {
 /** x402's sign-in-with-x: a wallet whose subscription Paygate finds in force gets req.x402, else the 402. */
 export async function payWithSignIn(
   api: PaygateApi,
-  offer: Offer,
+  paid: PaidRequest,
   header: string,
   origin: string,
-  resource: string,
-  req: Request,
-  res: Response,
-  next: NextFunction,
   paymentRequired: AnswerPaymentRequired,
 ): Promise<void> {
+  const { offer, resource } = paid;
   const body = { signIn: header, origin, price: offer.price, durationDays: offer.durationDays, resource };
-  const result = await postToPaygate<SignInAnswer>(api, '/api/verify/sign-in', body, res);
+  const result = await postToPaygate<SignInAnswer>(api, '/api/verify/sign-in', body, paid.res);
   if (!result) return;
   if (!result.valid) {
-    await paymentRequired(offer, req, res, resource, {
-      error: 'Invalid sign-in',
-      reason: result.reason,
-      message: result.message,
-    });
+    await paymentRequired(paid, { error: 'Invalid sign-in', reason: result.reason, message: result.message });
     return;
   }
-  req.x402 = paymentOf({ ...result.payment, type: 'subscription' }, offer);
-  next();
+  paid.req.x402 = paymentOf({ ...result.payment, type: 'subscription' }, offer);
+  paid.next();
 }

@@ -9,10 +9,10 @@ import {
   X402HeaderError,
   type X402Offer,
 } from '@paygate/protocol';
-import type { NextFunction, Request, Response } from 'express';
+import type { Request, Response } from 'express';
 import { answerRateLimited, MIDDLEWARE_REASONS, sendError } from './error-answers';
 import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
-import type { Offer } from './gateway-offers';
+import type { Offer, PaidRequest } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
 import type { GatewayConfig } from './types';
@@ -27,14 +27,7 @@ interface X402Settings {
 type X402Header = { value: string; version: 1 | 2 };
 
 /** Settles a PAYMENT-SIGNATURE / X-PAYMENT into escrow, then calls the handler (or answers the refusal). */
-export type PayWithX402 = (
-  offer: Offer,
-  header: X402Header,
-  req: Request,
-  res: Response,
-  next: NextFunction,
-  resource: string,
-) => Promise<void>;
+export type PayWithX402 = (paid: PaidRequest, header: X402Header) => Promise<void>;
 
 /** GatewayConfig.x402 with its defaults, or undefined when x402 is switched off. */
 export function x402Settings(config: GatewayConfig): X402Settings | undefined {
@@ -140,11 +133,12 @@ export function x402Payer(
   routeOf: X402RouteOf,
   paymentRequired: AnswerPaymentRequired,
 ): PayWithX402 {
-  return async (offer, header, req, res, next, resource) => {
+  return async (paid, header) => {
+    const { offer, req, res } = paid;
     const p = await parameters.get();
     if (!p) throw new PaygateUnavailableError('payment parameters unknown: Paygate unreachable');
     const refuse = (reason: string, message: string) =>
-      paymentRequired(offer, req, res, resource, { error: 'Invalid payment', reason, message });
+      paymentRequired(paid, { error: 'Invalid payment', reason, message });
     const request = settleRequest(offer, routeOf(offer, p, req), header);
     if ('reason' in request) return refuse(request.reason, request.message);
     const body = { x402Version: header.version, ...request };
@@ -172,6 +166,6 @@ export function x402Payer(
       payer: settled.payer ?? '',
       network: p.network,
     };
-    next();
+    paid.next();
   };
 }

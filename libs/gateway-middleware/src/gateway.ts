@@ -35,12 +35,12 @@ function paymentMiddleware(
     const header = pickPaymentHeader((name) => req.headers[name.toLowerCase()]);
     const x402Header = payWithX402 && !header ? pickX402Header((name) => req.headers[name]) : undefined;
     const signIn = !header && !x402Header ? signInHeaderOf(offer, req) : undefined;
+    const paid = { offer, resource, req, res, next };
     try {
-      if (payWithX402 && x402Header) await payWithX402(offer, x402Header, req, res, next, resource);
-      else if (signIn) {
-        await payWithSignIn(api, offer, signIn, originOf(req), resource, req, res, next, paymentRequired);
-      } else if (!header) await paymentRequired(offer, req, res, resource);
-      else await payWithPaygateProof(api, offer, header, resource, req, res, next);
+      if (payWithX402 && x402Header) await payWithX402(paid, x402Header);
+      else if (signIn) await payWithSignIn(api, paid, signIn, originOf(req), paymentRequired);
+      else if (!header) await paymentRequired(paid);
+      else await payWithPaygateProof(api, paid, header);
     } catch (error) {
       answerFailure(error, res, next);
     }

@@ -1,5 +1,6 @@
-import { formatAddress, type NetworkName, networkByChainId, networkByName } from '@paygate/chain';
+import { formatAddress, networkByChainId, networkByName } from '@paygate/chain';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
+import type { GatewayConfig } from './types';
 
 /** What a 402 names: where to pay, in which token, on which chain (GET {apiBaseUrl}/api/verify). */
 export interface PaymentParameters {
@@ -12,11 +13,7 @@ export interface PaymentParameters {
   jwksUrl?: string;
 }
 
-interface PinnedParameters {
-  network?: NetworkName;
-  escrowAddress?: string;
-  usdcAddress?: string;
-}
+type PinnedParameters = Pick<GatewayConfig, 'network' | 'escrowAddress' | 'usdcAddress'>;
 
 const FRESH_MS = 5 * 60_000;
 /** After a failed fetch, 402s answer at once with what is known instead of waiting on Paygate again. */
