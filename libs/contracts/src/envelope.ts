@@ -19,15 +19,10 @@ export const EnvelopeSchema = ClosedObject({
   data: Type.Unknown(),
 });
 
-export interface EventEnvelope<TType extends string = string, TData = unknown> {
-  id: string;
-  type: TType;
-  version: number;
-  occurredAt: string;
-  producer: string;
-  trace?: TraceContext;
-  data: TData;
-}
+export type EventEnvelope<TType extends string = string, TData = unknown> = Omit<
+  Static<typeof EnvelopeSchema>,
+  'type' | 'data'
+> & { type: TType; data: TData };
 
 // ulid's own PRNG calls getRandomValues per character (about 80 µs an id): the same CSPRNG, drawn 4 KiB at a time.
 const randomPool = new Uint32Array(1024);

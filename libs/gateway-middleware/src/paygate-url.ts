@@ -19,13 +19,8 @@ export function resolvePaygateUrl(
         `${DEVELOPMENT_PAYGATE_URL} is assumed only when NODE_ENV=development)`,
     );
   }
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new TypeError(`${option} must be an http(s) URL, got "${url}"`);
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+  const protocol = URL.canParse(url) ? new URL(url).protocol : undefined;
+  if (protocol !== 'https:' && protocol !== 'http:') {
     throw new TypeError(`${option} must be an http(s) URL, got "${url}"`);
   }
   return url.replace(/\/+$/, '');
