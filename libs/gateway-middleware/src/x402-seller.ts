@@ -68,33 +68,21 @@ async function settlementOf(answer: Response, network: string): Promise<X402Sett
     error?: { code?: string; message?: string; field?: string };
   };
   if (answer.status === 429 || answer.status === 503) {
-    return {
-      ok: false,
-      status: answer.status,
-      reason: body.errorReason ?? 'unavailable',
-      message: body.errorMessage ?? 'Paygate could not settle the payment now; present it again',
-    };
+    const message = body.errorMessage ?? 'Paygate could not settle the payment now; present it again';
+    return { ok: false, status: answer.status, reason: body.errorReason ?? 'unavailable', message };
   }
   if (answer.status === 400) {
     // The payload did not even have x402's shape (Paygate names the field).
-    return {
-      ok: false,
-      status: 402,
-      reason: 'invalid_payload',
-      message: body.error?.message ?? 'the payment payload is not an x402 PaymentPayload',
-    };
+    const message = body.error?.message ?? 'the payment payload is not an x402 PaymentPayload';
+    return { ok: false, status: 402, reason: 'invalid_payload', message };
   }
   if (!answer.ok) {
     throw new PaygateUnavailableError(`Paygate answered ${answer.status} to POST /api/v1/x402/settle`);
   }
   if (!body.success) {
-    return {
-      ok: false,
-      status: 402,
-      reason: body.errorReason ?? 'settlement_failed',
-      message: body.errorMessage ?? 'not settled',
-      response: body as SettleResponse,
-    };
+    const reason = body.errorReason ?? 'settlement_failed';
+    const message = body.errorMessage ?? 'not settled';
+    return { ok: false, status: 402, reason, message, response: body as SettleResponse };
   }
   return { ok: true, response: body as SettleResponse & { success: true }, network };
 }
