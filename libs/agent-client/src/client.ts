@@ -67,12 +67,12 @@ export class RefundRequestError extends Error {
 }
 
 export class SpendingLimitError extends Error {
+  override name = 'SpendingLimitError';
   constructor(
     message: string,
     readonly priceMicro: bigint,
   ) {
     super(message);
-    this.name = 'SpendingLimitError';
   }
 }
 

@@ -13,12 +13,7 @@ import {
 } from 'ethers';
 
 interface NativeSecp256k1 {
-  ecdsaRecover(
-    signature: Uint8Array,
-    recoveryId: number,
-    digest: Uint8Array,
-    compressed: boolean,
-  ): Uint8Array;
+  ecdsaRecover(sig: Uint8Array, recid: number, msg32: Uint8Array, compressed: boolean): Uint8Array;
 }
 
 /**

@@ -111,21 +111,21 @@ export function decodePaymentHeader(value: string): PaymentProof {
     throw new PaymentHeaderError('header', 'must be a JSON object');
   }
   const record = parsed as Record<string, unknown>;
-  const text_ = (field: string, pattern: RegExp, rule: string): string => {
+  const stringField = (field: string, pattern: RegExp, rule: string): string => {
     const v = record[field];
     if (typeof v !== 'string' || !pattern.test(v)) throw new PaymentHeaderError(field, rule);
     return v;
   };
-  const txHash = text_('txHash', TX_HASH, 'must be a 0x-prefixed 32-byte hex hash').toLowerCase();
-  const amount = text_('amount', AMOUNT, 'must be a decimal USDC string with at most 6 decimals');
-  const token = getAddress(text_('token', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const txHash = stringField('txHash', TX_HASH, 'must be a 0x-prefixed 32-byte hex hash').toLowerCase();
+  const amount = stringField('amount', AMOUNT, 'must be a decimal USDC string with at most 6 decimals');
+  const token = getAddress(stringField('token', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
   const network = record.network;
   if (typeof network !== 'string' || !NETWORKS.has(network)) {
     throw new PaymentHeaderError('network', 'must be one of base, base-sepolia, local');
   }
-  const from = getAddress(text_('from', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
-  const to = getAddress(text_('to', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
-  const signature = text_('signature', SIGNATURE, 'must be a 65-byte hex signature');
+  const from = getAddress(stringField('from', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const to = getAddress(stringField('to', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const signature = stringField('signature', SIGNATURE, 'must be a 65-byte hex signature');
   return { txHash, amount, token, network: network as NetworkName, from, to, signature };
 }
 
