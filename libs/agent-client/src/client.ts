@@ -16,14 +16,7 @@ import {
   TICKET_HEADER,
 } from '@paygate/protocol';
 import { Contract, getAddress, type Signer } from 'ethers';
-import {
-  type McpToolCall,
-  type McpToolClient,
-  newPaymentId,
-  pickRequirement,
-  priceOf,
-  signMcpPayment,
-} from './mcp';
+import { type McpToolCall, type McpToolClient, newPaymentId, pickRequirement, signMcpPayment } from './mcp';
 
 export interface McpCallOptions {
   /** x402's payment-identifier: the same id on a retry is the same purchase, never charged twice. Fresh by default. */
@@ -200,8 +193,8 @@ export class PaygateAgent {
         `tool ${call.name} asks for no exact payment on chain ${chainId} (eip155:${chainId})`,
       );
     }
-    const price = priceOf(requirement);
     const priceMicro = BigInt(requirement.amount);
+    const price = formatUsdc(priceMicro);
     this.checkLimits(priceMicro, price);
     // Reserved before signing, so concurrent calls cannot pass the total limit together.
     this.spentMicro += priceMicro;

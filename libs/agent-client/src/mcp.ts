@@ -1,5 +1,4 @@
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '@paygate/chain';
-import { formatUsdc } from '@paygate/money';
 import { caip2, type ExactRequirements, type McpPaymentRequired } from '@paygate/protocol';
 import { getAddress, hexlify, randomBytes, type Signer } from 'ethers';
 
@@ -87,6 +86,3 @@ export async function signMcpPayment(
     ...(extensions ? { extensions } : {}),
   };
 }
-
-/** The requirement's amount (micro-USDC) in decimal USDC. */
-export const priceOf = (requirement: ExactRequirements): string => formatUsdc(BigInt(requirement.amount));
