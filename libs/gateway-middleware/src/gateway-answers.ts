@@ -63,15 +63,13 @@ export function paymentRequiredAnswer(
   return async ({ offer, req, res, resource }, refusal) => {
     const p = await parameters.get();
     const route = p ? x402RouteOf(offer, p, req) : undefined;
-    const challenge = route ? x402PaymentRequired(route, refusal?.reason ?? 'payment required') : undefined;
+    const error = refusal?.reason ?? 'payment required';
+    const challenge = route ? x402PaymentRequired(route, error) : undefined;
     if (challenge) res.setHeader(X402_HEADERS.paymentRequired, challenge.header);
     else if (p && offer.type === 'subscription') {
       const origin = originOf(req);
       const url = `${origin}${req.originalUrl}`;
-      res.setHeader(
-        X402_HEADERS.paymentRequired,
-        signInChallenge(offer, p, origin, url, refusal?.reason ?? 'payment required'),
-      );
+      res.setHeader(X402_HEADERS.paymentRequired, signInChallenge(offer, p, origin, url, error));
     }
     res.setHeader('Cache-Control', 'no-store');
     res.status(402).json(paymentRequiredBody(offer, p, resource, refusal, challenge?.body));

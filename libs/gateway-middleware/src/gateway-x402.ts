@@ -151,21 +151,12 @@ export function x402Payer(
     if (!settled.success) {
       return refuse(settled.errorReason ?? 'settlement_failed', settled.errorMessage ?? 'not settled');
     }
+    const { transaction, network, payer } = settled;
     res.setHeader(
       header.version === 2 ? X402_HEADERS.paymentResponse : X402_HEADERS.v1PaymentResponse,
-      encodeX402Header({
-        success: true,
-        transaction: settled.transaction,
-        network: settled.network,
-        payer: settled.payer,
-      }),
+      encodeX402Header({ success: true, transaction, network, payer }),
     );
-    req.x402 = {
-      txHash: settled.transaction,
-      amount: offer.price,
-      payer: settled.payer ?? '',
-      network: p.network,
-    };
+    req.x402 = { txHash: transaction, amount: offer.price, payer: payer ?? '', network: p.network };
     paid.next();
   };
 }
