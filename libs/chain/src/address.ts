@@ -9,10 +9,7 @@ export function formatAddress(address: string): string {
   }
 }
 
-/**
- * The address of a private key setting: a 0x-prefixed 32-byte hex key on the curve. Undefined for anything else,
- * so a config can name the variable without echoing its value (ethers' error would).
- */
+/** A 32-byte hex private key's address, else undefined: a config names the variable, never echoes the key. */
 export function addressOfPrivateKey(key: string): string | undefined {
   if (!/^0x[0-9a-fA-F]{64}$/.test(key)) return undefined;
   try {

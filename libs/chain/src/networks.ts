@@ -11,10 +11,7 @@ interface ChainNetwork {
   usdcEip712Name: string;
   usdcEip712Version: string;
   caip2: string;
-  /**
-   * Default CONFIRMATIONS (its own block counts as one): Base's sequencer orders blocks within ~2 s and a reorg
-   * past a few blocks needs an L1 reorg.
-   */
+  /** Default CONFIRMATIONS (its block counts as one): a Base reorg past a few blocks needs an L1 reorg. */
   confirmations: number;
 }
 

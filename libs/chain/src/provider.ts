@@ -9,10 +9,7 @@ import {
   Network,
 } from 'ethers';
 
-/**
- * A JsonRpcProvider that sends each call at once: ethers queues every call behind a drain timer (at least 1 ms,
- * even when it batches nothing), up to a tenth of the work on millisecond paths.
- */
+/** Sends each call at once: ethers queues every call behind a drain timer of at least 1 ms, batch or not. */
 class PromptJsonRpcProvider extends JsonRpcProvider {
   #nextId = 1;
 
@@ -84,10 +81,7 @@ export function makeProvider(rpcUrl: string, options: MakeProviderOptions): Json
   });
 }
 
-/**
- * A service's readiness on its chain RPC: it answers and serves the chain CHAIN_NETWORK names (an RPC of another
- * chain answers every read, yet nothing could ever match or be sent).
- */
+/** Readiness: the RPC answers and serves CHAIN_NETWORK's chain (another chain's RPC answers reads too). */
 export async function checkChainRpc(provider: JsonRpcProvider, chainId: number): Promise<void> {
   if (servedChainIds.get(provider) === chainId) {
     await provider.getBlockNumber();
@@ -126,10 +120,7 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
   return Number(BigInt(body.result));
 }
 
-/**
- * Sends exact signed bytes; resolves when the node accepted them or already knows the transaction (a rebroadcast:
- * "already known", "nonce too low" once mined), throws when it refused them and does not know it.
- */
+/** Sends exact signed bytes; a refusal of a transaction the node already knows (a rebroadcast) resolves. */
 export async function broadcastSignedTransaction(
   provider: JsonRpcProvider,
   rawTx: string,
