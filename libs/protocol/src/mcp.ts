@@ -1,8 +1,4 @@
-/**
- * x402's MCP transport: the payment in the call's `_meta["x402/payment"]`, the settlement in the result's
- * `_meta["x402/payment-response"]`; a call to pay gets an `isError` result with the PaymentRequired in
- * `structuredContent` and again as JSON in `content[0].text` (for clients that cannot read structured content).
- */
+/** x402's MCP transport: the payment and its settlement travel in `_meta` under these keys. */
 export const MCP_PAYMENT_META = 'x402/payment';
 export const MCP_PAYMENT_RESPONSE_META = 'x402/payment-response';
 
@@ -46,7 +42,7 @@ function unwrapPaymentRequired(value: unknown): McpPaymentRequired | undefined {
   return isPaymentRequired(data) ? data : undefined;
 }
 
-/** The tool result that asks for a payment (`extra`: more fields beside the requirements, e.g. a failed settlement). */
+/** An `isError` result asking for a payment, again as JSON text for clients without structuredContent. */
 export function paymentRequiredResult(
   required: McpPaymentRequired,
   extra: Record<string, unknown> = {},

@@ -1,10 +1,6 @@
 import type { Signer } from 'ethers';
 
-/**
- * Buyer refund requests (escrow-ledger `POST /api/v1/refund-requests`). A payment is named by the ledger's
- * `transactionId`, its transfer (`txHash`, plus `logIndex` when one transaction paid several times) or its
- * checkout session.
- */
+/** The payment a buyer refund request names (`logIndex` when one transaction paid several times). */
 export type RefundTarget =
   | { transactionId: string }
   | { txHash: string; logIndex?: number }

@@ -48,10 +48,7 @@ export const CheckoutSessionSnapshot = ClosedObject({
   updatedAt: IsoTime,
 });
 
-/**
- * An operator sends a transfer that paid for nothing (unmatched, or an underpaid session's) back to its sender.
- * `from` and `amount` are what checkout observed, so the ledger can refuse a request that differs from its books.
- */
+/** A transfer that paid for nothing, sent back; the ledger refuses a `from` or `amount` unlike its books. */
 export const TransferRefundRequested = ClosedObject({
   /** One per transfer, stable across redeliveries. */
   refundRequestId: Id,

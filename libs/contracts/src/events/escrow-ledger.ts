@@ -27,10 +27,7 @@ export const RefundApproved = ClosedObject({
   approvedAt: IsoTime,
 });
 
-/**
- * What a refund gives back: (part of) a payment, an unclaimed transfer, or one transfer for a payer's unserved calls
- * (`unserved_batch`: each call's refund is booked against its own payment).
- */
+/** `unserved_batch`: one transfer for a payer's unserved calls, each refund booked against its payment. */
 export const RefundKind = Literals(['payment', 'unmatched_transfer', 'unserved_batch']);
 
 /**
@@ -49,10 +46,7 @@ export const RefundInitiated = ClosedObject({
   initiatedAt: IsoTime,
 });
 
-/**
- * The ledger refunded a paid call its seller did not serve, without the seller's approval; the transfer goes out
- * once the payer's unserved refunds reach the ledger's threshold, or at its bounded age.
- */
+/** An unserved paid call refunded without approval, sent in the payer's batch (at its threshold or age). */
 export const PaymentRefunded = ClosedObject({
   refundId: Id,
   transactionId: Id,

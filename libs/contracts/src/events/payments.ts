@@ -13,10 +13,7 @@ import {
 
 export const PaymentSource = Literals(['x402', 'checkout']);
 
-/**
- * A payment booked by the ledger in the transaction of its `ledger.claim_transfer`: a fact for the notifier and the
- * live channel, consumed by nothing that moves money.
- */
+/** Booked with its `ledger.claim_transfer`: a fact for the notifier and live channel, moving no money. */
 export const PaymentConfirmed = ClosedObject({
   paymentId: Id,
   source: PaymentSource,

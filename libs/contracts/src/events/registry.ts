@@ -42,10 +42,7 @@ export const SkillUpdated = ClosedObject({
   updatedAt: IsoTime,
 });
 
-/**
- * How checkout sessions are told apart: a unique exact amount on the shared wallet (`amount`, the default), or a
- * deposit address of its own at exactly the price (for buyers whose exchange cannot send an odd amount).
- */
+/** A unique amount (default), or a session's own address for buyers whose exchange cannot send odd sums. */
 export const CHECKOUT_MATCHING_MODES = ['amount', 'deposit_address'] as const;
 export type CheckoutMatchingMode = (typeof CHECKOUT_MATCHING_MODES)[number];
 export const CheckoutMatching = Literals(CHECKOUT_MATCHING_MODES);
