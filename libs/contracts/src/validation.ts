@@ -33,6 +33,7 @@ export function createEvent<S extends Subject>(
   if (!(definition.owners as readonly string[]).includes(producer)) {
     throw new EventValidationError(type, `${producer} does not own ${type}`);
   }
+  const { traceparent, tracestate } = options.trace ?? {};
   const envelope: TypedEnvelope<S> = {
     id: options.id ?? newEventId(),
     type,
@@ -40,14 +41,7 @@ export function createEvent<S extends Subject>(
     occurredAt: (options.occurredAt ?? new Date()).toISOString(),
     producer,
     // An empty carrier (no active span) means no trace context, not an invalid one.
-    ...(options.trace?.traceparent
-      ? {
-          trace: {
-            traceparent: options.trace.traceparent,
-            ...(options.trace.tracestate ? { tracestate: options.trace.tracestate } : {}),
-          },
-        }
-      : {}),
+    ...(traceparent ? { trace: { traceparent, ...(tracestate ? { tracestate } : {}) } } : {}),
     data,
   };
   return validateEvent(envelope) as TypedEnvelope<S>;

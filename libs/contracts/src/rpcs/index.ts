@@ -111,17 +111,16 @@ export class RpcValidationError extends Error {
   }
 }
 
-function validate(name: RpcName, part: 'request' | 'reply', value: unknown): void {
+function validate(name: RpcName, part: 'request' | 'reply', value: unknown): unknown {
   const validator = ajv.compile(RPCS[name][part]);
   if (!validator(value)) throw new RpcValidationError(name, part, validator.errors ?? []);
+  return value;
 }
 
 export function validateRpcRequest<N extends RpcName>(name: N, value: unknown): RpcRequest<N> {
-  validate(name, 'request', value);
-  return value as RpcRequest<N>;
+  return validate(name, 'request', value) as RpcRequest<N>;
 }
 
 export function validateRpcReply<N extends RpcName>(name: N, value: unknown): RpcReply<N> {
-  validate(name, 'reply', value);
-  return value as RpcReply<N>;
+  return validate(name, 'reply', value) as RpcReply<N>;
 }
