@@ -1,11 +1,7 @@
 /** The address of the Paygate every middleware talks to, when the code did not pass one. */
 const DEVELOPMENT_PAYGATE_URL = 'http://localhost:8080';
 
-/**
- * Paygate's base URL: the one passed, else PAYGATE_BASE_URL, else (only with NODE_ENV=development) the
- * `make dev` edge. Anything else throws at start-up naming the option, so a production server never sends its
- * buyers and its API key to localhost by accident.
- */
+/** Given, else PAYGATE_BASE_URL; localhost only in development: production never sends its key there. */
 export function resolvePaygateUrl(
   given: string | undefined,
   option: string,

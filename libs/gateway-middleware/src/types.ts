@@ -33,10 +33,7 @@ export interface GatewayConfig {
   apiKey: string;
   /** Paygate's address; default PAYGATE_BASE_URL, and only with NODE_ENV=development http://localhost:8080. */
   apiBaseUrl?: string;
-  /**
-   * With `escrowAddress`, every 402 is answered from this configuration, never waiting for Paygate; without, from
-   * GET {apiBaseUrl}/api/verify, fetched at start-up and cached.
-   */
+  /** With `escrowAddress`, 402s never wait for Paygate; without, GET /api/verify is fetched and cached. */
   network?: NetworkName;
   /** Paygate's escrow wallet (GET /api/verify's payTo); with `network`. */
   escrowAddress?: string;

@@ -25,10 +25,7 @@ export interface VerifyPaygateRequestOptions {
    * During a key rotation pass both (`[newKey, oldKey]`, or set PAYGATE_PREVIOUS_SECRET_KEY).
    */
   secretKey?: string | readonly string[];
-  /**
-   * Paygate's address, for its JWKS (ES256 signatures of accounts whose key predates forwarding keys). Default
-   * PAYGATE_BASE_URL, and with NODE_ENV=development http://localhost:8080.
-   */
+  /** Paygate's address, for the JWKS of keys predating forwarding keys; default as GatewayConfig's. */
   paygateUrl?: string;
   /** How far the signature's timestamp may be from this server's clock. Default 300 s. */
   toleranceSeconds?: number;
