@@ -24,11 +24,8 @@ export const v1NetworkOf = (chainId: number): string | undefined => V1_NETWORKS[
 
 /** A payment header that does not decode (x402's reason `invalid_payload`). */
 export class X402HeaderError extends Error {
+  override name = 'X402HeaderError';
   readonly reason = 'invalid_payload';
-  constructor(message: string) {
-    super(message);
-    this.name = 'X402HeaderError';
-  }
 }
 
 /** Standard base64 of UTF-8 JSON, as every x402 header carries. */
