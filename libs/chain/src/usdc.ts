@@ -48,19 +48,12 @@ export const PERMIT_TYPES = {
   ],
 };
 
-interface UsdcEip712Domain {
-  name: string;
-  version: string;
-  chainId: number;
-  verifyingContract: string;
-}
-
 export function usdcEip712Domain(input: {
   chainId: number;
   usdcAddress: string;
   eip712Name?: string;
   eip712Version?: string;
-}): UsdcEip712Domain {
+}) {
   return {
     name: input.eip712Name ?? 'USD Coin',
     version: input.eip712Version ?? '2',

@@ -17,20 +17,13 @@ import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
 import type { GatewayConfig } from './types';
 
-interface X402Settings {
-  minAmountMicro: bigint;
-  maxTimeoutSeconds: number;
-  settleTimeoutMs: number;
-  eip712?: { name: string; version: string };
-}
-
 type X402Header = { value: string; version: 1 | 2 };
 
 /** Settles a PAYMENT-SIGNATURE / X-PAYMENT into escrow, then calls the handler (or answers the refusal). */
 export type PayWithX402 = (paid: PaidRequest, header: X402Header) => Promise<void>;
 
 /** GatewayConfig.x402 with its defaults, or undefined when x402 is switched off. */
-export function x402Settings(config: GatewayConfig): X402Settings | undefined {
+export function x402Settings(config: GatewayConfig) {
   if (config.x402 === false) return undefined;
   const given = config.x402 === true || config.x402 === undefined ? {} : config.x402;
   let minAmountMicro: bigint;
@@ -52,7 +45,7 @@ export function x402Settings(config: GatewayConfig): X402Settings | undefined {
 
 /** x402 is offered on pay-per-call routes priced at least the relaying minimum (see GatewayConfig.x402). */
 export function x402RouteOf(
-  settings: X402Settings | undefined,
+  settings: ReturnType<typeof x402Settings>,
   originOf: (req: Request) => string,
 ): X402RouteOf {
   return (offer, p, req) => {
