@@ -65,13 +65,10 @@ const refusal = (reason: string, message: string, status = 401): Refusal => ({ s
 
 /** The seller's secret keys: the option (one or a list), else PAYGATE_SECRET_KEY and PAYGATE_PREVIOUS_SECRET_KEY. */
 function secretKeysOf(options: VerifyPaygateRequestOptions): string[] {
-  const secretKeys = (
-    options.secretKey === undefined
-      ? [process.env.PAYGATE_SECRET_KEY, process.env.PAYGATE_PREVIOUS_SECRET_KEY]
-      : typeof options.secretKey === 'string'
-        ? [options.secretKey]
-        : [...options.secretKey]
-  ).filter((key): key is string => typeof key === 'string' && key !== '');
+  const { PAYGATE_SECRET_KEY, PAYGATE_PREVIOUS_SECRET_KEY } = process.env;
+  const given =
+    options.secretKey === undefined ? [PAYGATE_SECRET_KEY, PAYGATE_PREVIOUS_SECRET_KEY] : options.secretKey;
+  const secretKeys = [given].flat().filter((key): key is string => typeof key === 'string' && key !== '');
   if (secretKeys.some((key) => !key.startsWith('sk_')))
     throw new TypeError('verifyPaygateRequest: secretKey must be the sk_… key from the dashboard');
   if (secretKeys.length > 4) throw new TypeError('verifyPaygateRequest: at most 4 secret keys');
