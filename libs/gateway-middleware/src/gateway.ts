@@ -1,12 +1,12 @@
 import { pickPaymentHeader, pickX402Header, resourceFor } from '@paygate/protocol';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { answerFailure } from './error-answers';
-import { type AnswerPaymentRequired, paymentRequiredAnswer } from './gateway-answers';
+import { paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
 import { payWithPaygateProof } from './gateway-proof';
 import { payWithSignIn, signInHeaderOf } from './gateway-sign-in';
-import { type PayWithX402, x402Payer, x402RouteOf, x402Settings } from './gateway-x402';
-import { type PaygateApi, sellerApi } from './paygate-api';
+import { x402Payer, x402RouteOf, x402Settings } from './gateway-x402';
+import { sellerApi } from './paygate-api';
 import { PaymentParametersSource } from './payment-parameters';
 import { TicketVerifier } from './tickets';
 import type { GatewayConfig, ProductConfig, ServiceConfig, SubscriptionConfig, TicketOptions } from './types';
@@ -18,33 +18,6 @@ export interface Gateway {
   service(config: ServiceConfig): RequestHandler;
   /** TICKET mode: verifies X-402-Ticket (ES256 against Paygate's JWKS) and sets req.x402. */
   ticket(options: TicketOptions): RequestHandler;
-}
-
-/** A paid route: an x402 header settled (unless a Paygate proof is sent), a proof or a sign-in verified. */
-function paymentMiddleware(
-  offer: Offer,
-  api: PaygateApi,
-  publicUrl: string | undefined,
-  paymentRequired: AnswerPaymentRequired,
-  payWithX402: PayWithX402 | undefined,
-  originOf: (req: Request) => string,
-): RequestHandler {
-  return async function paygatePayment(req: Request, res: Response, next: NextFunction) {
-    const path = `${req.baseUrl}${req.path}`;
-    const resource = resourceFor(req.method, publicUrl ? `${publicUrl}${path}` : path);
-    const header = pickPaymentHeader((name) => req.headers[name.toLowerCase()]);
-    const x402Header = payWithX402 && !header ? pickX402Header((name) => req.headers[name]) : undefined;
-    const signIn = !header && !x402Header ? signInHeaderOf(offer, req) : undefined;
-    const paid = { offer, resource, req, res, next };
-    try {
-      if (payWithX402 && x402Header) await payWithX402(paid, x402Header);
-      else if (signIn) await payWithSignIn(api, paid, signIn, originOf(req), paymentRequired);
-      else if (!header) await paymentRequired(paid);
-      else await payWithPaygateProof(api, paid, header);
-    } catch (error) {
-      answerFailure(error, res, next);
-    }
-  };
 }
 
 /** TICKET mode's middleware: a valid ticket sets req.x402; otherwise the verifier's refusal is the answer. */
@@ -78,8 +51,24 @@ export function createGateway(config: GatewayConfig): Gateway {
   const payWithX402 = x402
     ? x402Payer(api, parameters, x402.settleTimeoutMs, routeOf, paymentRequired)
     : undefined;
-  const middleware = (offer: Offer) =>
-    paymentMiddleware(offer, api, publicUrl, paymentRequired, payWithX402, originOf);
+  /** A paid route: an x402 header settled (unless a Paygate proof is sent), a proof or a sign-in verified. */
+  const middleware = (offer: Offer): RequestHandler =>
+    async function paygatePayment(req: Request, res: Response, next: NextFunction) {
+      const path = `${req.baseUrl}${req.path}`;
+      const resource = resourceFor(req.method, publicUrl ? `${publicUrl}${path}` : path);
+      const header = pickPaymentHeader((name) => req.headers[name.toLowerCase()]);
+      const x402Header = payWithX402 && !header ? pickX402Header((name) => req.headers[name]) : undefined;
+      const signIn = !header && !x402Header ? signInHeaderOf(offer, req) : undefined;
+      const paid = { offer, resource, req, res, next };
+      try {
+        if (payWithX402 && x402Header) await payWithX402(paid, x402Header);
+        else if (signIn) await payWithSignIn(api, paid, signIn, originOf(req), paymentRequired);
+        else if (!header) await paymentRequired(paid);
+        else await payWithPaygateProof(api, paid, header);
+      } catch (error) {
+        answerFailure(error, res, next);
+      }
+    };
   // Tickets name Paygate's issuer, which a pinned configuration does not know: they ask Paygate.
   const ticketParameters = new PaymentParametersSource(api, {});
   return {
