@@ -13,8 +13,9 @@ import {
 
 export const PaymentSource = Literals(['x402', 'checkout']);
 
-/** Booked with its `ledger.claim_transfer`: a fact for the notifier and live channel, moving no money. */
-export const PaymentConfirmed = ClosedObject({
+/** Whose payment and for what: the same in the claim that books it and in its payment.confirmed. */
+export const PaymentFields = {
+  /** The same on every repeat of the claim (the gateway derives it from `network:txHash`). */
   paymentId: Id,
   source: PaymentSource,
   sellerId: Id,
@@ -22,6 +23,11 @@ export const PaymentConfirmed = ClosedObject({
   skillName: Nullable(Type.String()),
   endpointId: Nullable(Id),
   sessionId: Nullable(Id),
+};
+
+/** Booked with its `ledger.claim_transfer`: a fact for the notifier and live channel, moving no money. */
+export const PaymentConfirmed = ClosedObject({
+  ...PaymentFields,
   payer: Address,
   amount: UsdcAmount,
   network: NetworkName,

@@ -1,30 +1,14 @@
 import { Type } from '@sinclair/typebox';
 import { ClaimedVia, TransferClaimFields } from '../events/claims';
-import { PaymentSource } from '../events/payments';
-import {
-  Address,
-  ClosedObject,
-  Id,
-  IsoTime,
-  Literals,
-  NetworkName,
-  Nullable,
-  UsdcAmount,
-} from '../primitives';
+import { PaymentFields } from '../events/payments';
+import { Address, ClosedObject, Id, IsoTime, Literals, NetworkName, UsdcAmount } from '../primitives';
 
 /**
  * What a claim pays for, booked in the claim's own transaction: the amount from suspense into the seller's hold
  * (95%) and the platform's (5%), and `payment.confirmed` through the ledger's outbox.
  */
 export const PaymentToBook = ClosedObject({
-  /** The payment's id, the same on every repeat of the claim (the gateway derives it from `network:txHash`). */
-  paymentId: Id,
-  source: PaymentSource,
-  sellerId: Id,
-  skillId: Nullable(Id),
-  skillName: Nullable(Type.String()),
-  endpointId: Nullable(Id),
-  sessionId: Nullable(Id),
+  ...PaymentFields,
   network: NetworkName,
   token: Address,
   holdPeriodHours: Type.Integer({ minimum: 0, maximum: 168 }),
