@@ -1,5 +1,6 @@
 import type { NetworkName } from '@paygate/chain';
 import type { PaymentKind } from '@paygate/protocol';
+import type { PaygateRequest } from './verify-request';
 
 /** Payment data the middleware puts on req.x402 after a successful verification (README, "Verification flow"). */
 export interface X402Payment {
@@ -24,6 +25,9 @@ declare global {
   namespace Express {
     interface Request {
       x402?: X402Payment;
+      paygate?: PaygateRequest;
+      /** The body bytes as received (set by verifyPaygateRequest, or by you in express.json's verify). */
+      rawBody?: Buffer;
     }
   }
 }

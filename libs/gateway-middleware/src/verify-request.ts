@@ -50,16 +50,6 @@ export interface PaygateRequest {
   signedAt: Date;
 }
 
-declare global {
-  namespace Express {
-    interface Request {
-      paygate?: PaygateRequest;
-      /** The body bytes as received (set by verifyPaygateRequest, or by you in express.json's verify). */
-      rawBody?: Buffer;
-    }
-  }
-}
-
 type Refusal = { status: number; reason: string; message: string };
 const refusal = (reason: string, message: string, status = 401): Refusal => ({ status, reason, message });
 
