@@ -1,10 +1,10 @@
 export * from './bus-access';
 export { type EventEnvelope, newEventId, newRandomUlid, TraceContext } from './envelope';
 export { CheckoutSessionSnapshot } from './events/checkout';
-export type { ClaimedVia } from './events/claims';
 export { CHECKOUT_MATCHING_MODES, type CheckoutMatchingMode } from './events/registry';
 export * from './holds';
 export { Nullable, StringEnum, UsdcAmount } from './primitives';
 export * from './rpcs';
+export type { ClaimedVia } from './rpcs/escrow-ledger';
 export { ALL_SUBJECTS, type EventData, type ServiceName, SUBJECTS, type Subject } from './subjects';
 export { createEvent, EventValidationError, validateEvent } from './validation';

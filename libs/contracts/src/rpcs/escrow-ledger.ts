@@ -1,7 +1,10 @@
-import { Type } from '@sinclair/typebox';
-import { ClaimedVia, TransferClaimFields } from '../events/claims';
+import { type Static, Type } from '@sinclair/typebox';
 import { PaymentFields } from '../events/payments';
-import { Address, ClosedObject, Id, IsoTime, Literals, NetworkName, UsdcAmount } from '../primitives';
+import { Address, ClosedObject, Id, IsoTime, Literals, NetworkName, TxHash, UsdcAmount } from '../primitives';
+
+/** The payment paths that may claim (spend on one thing) an on-chain transfer. */
+export const ClaimedVia = Literals(['x402', 'verify', 'checkout', 'operator_refund']);
+export type ClaimedVia = Static<typeof ClaimedVia>;
 
 /**
  * What a claim pays for, booked in the claim's own transaction: the amount from suspense into the seller's hold
@@ -20,7 +23,15 @@ export const PaymentToBook = ClosedObject({
  * answered ok with the first booking, never booking again; any other claim is refused with who holds it.
  */
 export const ClaimTransferRequest = ClosedObject({
-  ...TransferClaimFields,
+  chainId: Type.Integer({ minimum: 1 }),
+  txHash: TxHash,
+  logIndex: Type.Integer({ minimum: 0 }),
+  claimedVia: ClaimedVia,
+  /** What the transfer pays for in the payment path's terms (`<network>:<txHash>`, a session or transfer id). */
+  reference: Type.String({ minLength: 1, maxLength: 160 }),
+  /** As the claimant saw them on chain. */
+  payer: Address,
+  amount: UsdcAmount,
   /**
    * `operator_refund` only: the underpaid session whose paymentless claim the refund takes over (refused as
    * `claimed_elsewhere` when a payment of the transfer is booked).
