@@ -1,11 +1,4 @@
-import {
-  type TLiteral,
-  type TProperties,
-  type TSchema,
-  type TUnion,
-  type TUnsafe,
-  Type,
-} from '@sinclair/typebox';
+import { type TLiteral, type TProperties, type TSchema, type TUnion, Type } from '@sinclair/typebox';
 
 /** A union of string literals: the same schema as Type.Union of each Type.Literal. */
 export const Literals = <const T extends readonly string[]>(values: T): TUnion<TLiteral<T[number]>[]> =>
@@ -45,7 +38,7 @@ export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Ty
 export function StringEnum<const T extends readonly string[]>(
   values: T,
   options: string | { description?: string; default?: T[number] } = {},
-): TUnsafe<T[number]> {
+) {
   const extra = typeof options === 'string' ? { description: options } : options;
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...extra });
 }
