@@ -28,12 +28,9 @@ export class JwksKeys {
       keys: Array<{ kid: string; kty: string; crv: string; x: string; y: string }>;
     };
     const next = new Map<string, KeyObject>();
-    for (const jwk of keys) {
-      if (jwk.kty !== 'EC' || jwk.crv !== 'P-256' || !jwk.kid) continue;
-      next.set(
-        jwk.kid,
-        createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y }, format: 'jwk' }),
-      );
+    for (const { kid, kty, crv, x, y } of keys) {
+      if (kty !== 'EC' || crv !== 'P-256' || !kid) continue;
+      next.set(kid, createPublicKey({ key: { kty, crv, x, y }, format: 'jwk' }));
     }
     this.keys = next;
     this.fetchedAt = Date.now();

@@ -49,10 +49,6 @@ export function sellerApi(
   if (typeof config?.apiKey !== 'string' || !config.apiKey.startsWith('sk_')) {
     throw new TypeError(`${caller}: apiKey must be the sk_… key from the dashboard`);
   }
-  return new PaygateApi(
-    resolvePaygateUrl(config.apiBaseUrl, `${caller}: apiBaseUrl`),
-    config.apiKey,
-    config.timeoutMs ?? 5000,
-    config.fetch ?? fetch,
-  );
+  const url = resolvePaygateUrl(config.apiBaseUrl, `${caller}: apiBaseUrl`);
+  return new PaygateApi(url, config.apiKey, config.timeoutMs ?? 5000, config.fetch ?? fetch);
 }

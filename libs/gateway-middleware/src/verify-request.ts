@@ -72,14 +72,8 @@ function paygateKeysOf(options: VerifyPaygateRequestOptions, forwardingKeys: Buf
     process.env.PAYGATE_BASE_URL !== undefined ||
     process.env.NODE_ENV === 'development';
   if (!hasPaygateUrl && forwardingKeys.length > 0) return undefined;
-  return new JwksKeys(
-    new PaygateApi(
-      resolvePaygateUrl(options.paygateUrl, 'verifyPaygateRequest: paygateUrl'),
-      '',
-      options.timeoutMs ?? 5000,
-      options.fetch ?? fetch,
-    ),
-  );
+  const url = resolvePaygateUrl(options.paygateUrl, 'verifyPaygateRequest: paygateUrl');
+  return new JwksKeys(new PaygateApi(url, '', options.timeoutMs ?? 5000, options.fetch ?? fetch));
 }
 
 /** The middleware's settings, resolved once from its options and the environment. */
