@@ -2,7 +2,6 @@ import type { ServiceContext } from '@paygate/runtime';
 import { Transaction } from 'ethers';
 import { sql } from 'kysely';
 import { OPEN_BATCH, type SettlementDB } from '../db';
-import { describe } from '../errors';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
 import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
@@ -151,15 +150,7 @@ export class RelayerBackgroundPass {
       { id: row.id, txHash: hash, relayerNonce: row.relayer_nonce!.toString() },
       'relayed authorization dropped by a reorg; broadcasting the recorded transaction again',
     );
-    try {
-      await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
-    } catch (error) {
-      this.ctx.logger.warn(
-        { id: row.id, txHash: row.tx_hash, reason: describe(error) },
-        'rebroadcast after a reorg failed; will retry',
-      );
-      return;
-    }
+    if ((await this.recorded.send(row, 'rebroadcast after a reorg failed; will retry')) !== undefined) return;
     await this.ctx.db
       .updateTable('relayed_authorizations')
       .set((eb) => ({

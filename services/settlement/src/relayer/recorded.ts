@@ -75,21 +75,26 @@ export class RecordedAuthorizations {
 
   /** Sends the recorded bytes; a failure is counted on the row (the background pass tries again). */
   private async broadcastOnly(row: Row): Promise<boolean> {
+    const refusal = await this.send(row, 'relayer broadcast failed; will retry');
+    if (refusal === undefined) return true;
+    await this.ctx.db
+      .updateTable('relayed_authorizations')
+      .set((eb) => ({ last_error: refusal, broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
+      .where('id', '=', row.id)
+      .execute();
+    return false;
+  }
+
+  /** Sends the recorded bytes; a refusal is logged with `failedMessage` and its reason returned. */
+  async send(row: Row, failedMessage: string): Promise<string | undefined> {
     try {
       await this.chain.broadcast(row.raw_tx!, row.tx_hash!);
+      return undefined;
     } catch (error) {
-      this.ctx.logger.warn(
-        { id: row.id, txHash: row.tx_hash, reason: describe(error) },
-        'relayer broadcast failed; will retry',
-      );
-      await this.ctx.db
-        .updateTable('relayed_authorizations')
-        .set((eb) => ({ last_error: describe(error), broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
-        .where('id', '=', row.id)
-        .execute();
-      return false;
+      const reason = describe(error);
+      this.ctx.logger.warn({ id: row.id, txHash: row.tx_hash, reason }, failedMessage);
+      return reason;
     }
-    return true;
   }
 
   private async markBroadcast(marks: readonly BroadcastMark[]): Promise<void> {

@@ -8,14 +8,17 @@ import type { SettlementConfig } from '../config';
 import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
 import { type Period, periodAt, settlementIdFor } from './periods';
 
-/** The seller's new `pending` settlement (no conflict target: the id is a second unique key), or undefined. */
-export function insertSettlement(
+/**
+ * The seller's new `pending` settlement of `period` (undefined when it has one: no conflict target, the id is a
+ * second unique key), the period marked scheduled in the same transaction so no pass creates another.
+ */
+export async function schedulePeriod(
   trx: Transaction<SettlementDB>,
   seller: Selectable<SellersTable>,
   period: Period,
   now: Date,
 ): Promise<Selectable<SettlementsTable> | undefined> {
-  return trx
+  const inserted = await trx
     .insertInto('settlements')
     .values({
       settlement_id: settlementIdFor(seller.seller_id, period),
@@ -33,6 +36,13 @@ export function insertSettlement(
     .onConflict((oc) => oc.doNothing())
     .returningAll()
     .executeTakeFirst();
+  await trx
+    .updateTable('sellers')
+    .set({ last_scheduled_period: period.key })
+    .where('seller_id', '=', seller.seller_id)
+    .where('last_scheduled_period', '<', period.key)
+    .execute();
+  return inserted;
 }
 
 /** `settlement.due` in the caller's transaction: the ledger answers `payout.reserved` or `payout.refused`. */
@@ -110,13 +120,8 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
           .execute();
         for (const seller of sellers) {
           const period = periods[seller.settlement_frequency];
-          const inserted = await insertSettlement(trx, seller, period, now);
+          const inserted = await schedulePeriod(trx, seller, period, now);
           if (inserted) await enqueueSettlementDue(trx, inserted, now);
-          await trx
-            .updateTable('sellers')
-            .set({ last_scheduled_period: period.key })
-            .where('seller_id', '=', seller.seller_id)
-            .execute();
         }
         return sellers.length;
       });

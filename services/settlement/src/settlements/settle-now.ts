@@ -5,7 +5,7 @@ import type { Selectable } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementDB, SettlementsTable } from '../db';
 import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
-import { enqueueSettlementDue, insertSettlement, type SettlementScheduler } from '../schedule/scheduler';
+import { enqueueSettlementDue, type SettlementScheduler, schedulePeriod } from '../schedule/scheduler';
 import { settlementView } from './routes';
 import type { SettleNowAnswer } from './schemas';
 
@@ -86,14 +86,7 @@ async function askSeller(
       .executeTakeFirstOrThrow();
     const now = clock();
     const period = scheduler.periodAt(seller.settlement_frequency, now);
-    const created = (await insertSettlement(trx, seller, period, now)) !== undefined;
-    // This period is scheduled now: the scheduler's pass of this period creates nothing more.
-    await trx
-      .updateTable('sellers')
-      .set({ last_scheduled_period: period.key })
-      .where('seller_id', '=', sellerId)
-      .where('last_scheduled_period', '<', period.key)
-      .execute();
+    const created = (await schedulePeriod(trx, seller, period, now)) !== undefined;
     const settlement = await trx
       .selectFrom('settlements')
       .selectAll()

@@ -111,21 +111,13 @@ export class ConfirmationWatch {
 
   /** A confirmed transfer a reorg dropped, its nonce not consumed: the recorded bytes are sent again. */
   private async resendDroppedConfirmed(transfer: TransferRow): Promise<void> {
-    const { ctx, chain } = this.deps;
+    const { ctx } = this.deps;
     if (!(await this.wouldSucceedNow(transfer))) return;
     ctx.logger.warn(
       { transferId: transfer.transfer_id, txHash: transfer.tx_hash, nonce: transfer.nonce!.toString() },
       'confirmed transfer dropped by a reorg; broadcasting the recorded transaction again',
     );
-    try {
-      await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
-    } catch (error) {
-      ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
-        'rebroadcast after a reorg failed; will retry',
-      );
-      return;
-    }
+    if ((await this.send(transfer, 'rebroadcast after a reorg failed; will retry')) !== undefined) return;
     await ctx.db
       .updateTable('outgoing_transfers')
       .set((eb) => ({
@@ -250,26 +242,32 @@ export class ConfirmationWatch {
   }
 
   async broadcastRecorded(transfer: TransferRow): Promise<void> {
-    const { ctx, chain, config } = this.deps;
-    try {
-      await chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
-    } catch (error) {
-      ctx.logger.warn(
-        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason: describe(error, 500) },
-        'broadcast failed; will retry the same transaction',
-      );
-      await ctx.db
+    const refusal = await this.send(transfer, 'broadcast failed; will retry the same transaction');
+    if (refusal !== undefined) {
+      await this.deps.ctx.db
         .updateTable('outgoing_transfers')
-        .set((eb) => ({
-          last_error: describe(error, 500),
-          broadcast_attempts: eb('broadcast_attempts', '+', 1),
-        }))
+        .set((eb) => ({ last_error: refusal, broadcast_attempts: eb('broadcast_attempts', '+', 1) }))
         .where('transfer_id', '=', transfer.transfer_id)
         .execute();
       return;
     }
-    crashIfConfigured(config, 'after_broadcast');
+    crashIfConfigured(this.deps.config, 'after_broadcast');
     await this.markBroadcast(transfer.transfer_id, true);
+  }
+
+  /** Sends the recorded bytes; a refusal is logged with `failedMessage` and its reason returned. */
+  private async send(transfer: TransferRow, failedMessage: string): Promise<string | undefined> {
+    try {
+      await this.deps.chain.broadcast(transfer.raw_tx!, transfer.tx_hash!);
+      return undefined;
+    } catch (error) {
+      const reason = describe(error, 500);
+      this.deps.ctx.logger.warn(
+        { transferId: transfer.transfer_id, txHash: transfer.tx_hash, reason },
+        failedMessage,
+      );
+      return reason;
+    }
   }
 
   private async markBroadcast(
