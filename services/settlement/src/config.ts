@@ -59,14 +59,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       variable: 'TRANSFER_POLL_INTERVAL_MS',
     },
     secrets: ['OPERATOR_TOKEN'],
-    privateKeys: [
-      { name: 'ESCROW_PRIVATE_KEY', value: parsed.ESCROW_PRIVATE_KEY },
-      { name: 'RELAYER_PRIVATE_KEY', value: env.RELAYER_PRIVATE_KEY },
-      ...(env.RELAYER_PRIVATE_KEYS ?? '')
-        .split(',')
-        .map((value, i) => ({ name: `RELAYER_PRIVATE_KEYS (key ${i + 1})`, value })),
-      { name: 'CHECKOUT_ESCROW_PRIVATE_KEY', value: env.CHECKOUT_ESCROW_PRIVATE_KEY },
-    ],
+    privateKeys: privateKeysOf(env, parsed.ESCROW_PRIVATE_KEY),
   });
   const config = {
     ...common,
@@ -92,6 +85,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   }
   // Settlement is the only service that has it.
   return withHidden(config, { escrowPrivateKey: parsed.ESCROW_PRIVATE_KEY });
+}
+
+/** Every private key settlement is given, for the production guards' check against the public test keys. */
+function privateKeysOf(env: NodeJS.ProcessEnv, escrowPrivateKey: string) {
+  return [
+    { name: 'ESCROW_PRIVATE_KEY', value: escrowPrivateKey },
+    { name: 'RELAYER_PRIVATE_KEY', value: env.RELAYER_PRIVATE_KEY },
+    ...(env.RELAYER_PRIVATE_KEYS ?? '')
+      .split(',')
+      .map((value, i) => ({ name: `RELAYER_PRIVATE_KEYS (key ${i + 1})`, value })),
+    { name: 'CHECKOUT_ESCROW_PRIVATE_KEY', value: env.CHECKOUT_ESCROW_PRIVATE_KEY },
+  ];
 }
 
 function transferOutSettings(

@@ -11,7 +11,9 @@ import { createSettlementMetrics } from './metrics';
 import { platformPayoutOutcome, platformPayoutRoutes } from './platform/payouts';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
 import { RelayerChain } from './relayer/chain';
+import type { RelayerConfig } from './relayer/config';
 import { Relayer } from './relayer/relayer';
+import type { RelayerSettings } from './relayer/settings';
 import { SettlementScheduler } from './schedule/scheduler';
 import { sellerProjectionConsumer } from './sellers/projection';
 import { settlementOperatorRoutes } from './settlements/operator-routes';
@@ -37,13 +39,13 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const chain = new EscrowChain(config);
       const relayerKeys = config.relayer ? RelayerChain.pool(config, config.relayer.privateKeys) : [];
       const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-      registerSettlementWatchGauges(ctx, config, clock, chain.provider, [
-        { wallet: 'escrow', address: chain.address },
-        ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
-        ...(config.checkoutSweep
-          ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }]
-          : []),
-      ]);
+      registerSettlementWatchGauges(
+        ctx,
+        config,
+        clock,
+        chain.provider,
+        gasWallets(config, chain, relayerKeys),
+      );
       const auth = new SellerAuth(ctx.bus);
       const handlers = {
         payout: payoutOutcome(clock),
@@ -53,16 +55,7 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const transfers = new TransferWorker({ ctx, config, chain, metrics, handlers });
       const scheduler = new SettlementScheduler(ctx, config, clock);
       const relayer = config.relayer
-        ? new Relayer(ctx, relayerKeys, {
-            ...config.relayer,
-            chainId: config.chainId,
-            usdcAddress: config.usdcAddress,
-            escrowAddress: chain.address,
-            pollIntervalMs: config.transferPollIntervalMs,
-            confirmations: config.confirmations,
-            dbSchema: config.dbSchema,
-            now: clock,
-          })
+        ? new Relayer(ctx, relayerKeys, relayerSettings(config.relayer, config, chain, clock))
         : null;
       const sweeper = config.checkoutSweep ? new CheckoutSweeper(ctx, config.checkoutSweep, chain) : null;
       const { usdcEip712Name } = networks[config.network];
@@ -105,4 +98,31 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
   });
   const { scheduler, transfers, chain, relayer, sweeper, depositSweeper } = running.parts;
   return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
+}
+
+/** The wallets settlement pays gas from, watched by the gas gauges. */
+function gasWallets(config: SettlementConfig, escrow: EscrowChain, relayerKeys: readonly RelayerChain[]) {
+  return [
+    { wallet: 'escrow' as const, address: escrow.address },
+    ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
+    ...(config.checkoutSweep ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }] : []),
+  ];
+}
+
+function relayerSettings(
+  relayer: RelayerConfig,
+  config: SettlementConfig,
+  escrow: EscrowChain,
+  now: Clock,
+): RelayerSettings {
+  return {
+    ...relayer,
+    chainId: config.chainId,
+    usdcAddress: config.usdcAddress,
+    escrowAddress: escrow.address,
+    pollIntervalMs: config.transferPollIntervalMs,
+    confirmations: config.confirmations,
+    dbSchema: config.dbSchema,
+    now,
+  };
 }

@@ -1,4 +1,4 @@
-import { Gauge, type ServiceContext } from '@paygate/runtime';
+import { Gauge, type Registry, type ServiceContext } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { Clock } from './clock';
@@ -13,14 +13,22 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
+type WatchConfig = Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>;
+type GasWallet = { wallet: 'escrow' | 'relayer' | 'checkout'; address: string };
+
 /** Gauges read at each scrape (-1 when a read failed): money that waits, and the wallets' gas over their floor. */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
-  config: Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>,
+  config: WatchConfig,
   clock: Clock,
   provider: JsonRpcProvider,
-  wallets: Array<{ wallet: 'escrow' | 'relayer' | 'checkout'; address: string }>,
+  wallets: GasWallet[],
 ): void {
+  registerWaitingMoneyGauges(ctx, config, clock);
+  registerGasGauges([ctx.metrics.registry], config, provider, wallets);
+}
+
+function registerWaitingMoneyGauges(ctx: ServiceContext<SettlementDB>, config: WatchConfig, clock: Clock) {
   const registers = [ctx.metrics.registry];
   new Gauge({
     name: 'settlement_transfers_pending',
@@ -70,6 +78,14 @@ export function registerSettlementWatchGauges(
       this.set({ stage: 'unreserved' }, await unreserved.catch(() => -1));
     },
   });
+}
+
+function registerGasGauges(
+  registers: Registry[],
+  config: WatchConfig,
+  provider: JsonRpcProvider,
+  wallets: GasWallet[],
+) {
   new Gauge({
     name: 'settlement_gas_balance_wei',
     help: 'ETH balance of each wallet settlement pays gas from (escrow, relayer, checkout); -1: the chain did not answer',

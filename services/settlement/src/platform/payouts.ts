@@ -138,24 +138,8 @@ export function platformPayoutRoutes(
           'TREASURY_ADDRESS is not set: platform payouts are off',
         );
       }
-      const payoutId = `ppo_${newEventId()}`;
-      // The request and its `revenue.payout_requested`, in one transaction.
-      const requested = await ctx.inTransaction(async (trx) => {
-        await enqueueEvent(
-          trx,
-          createEvent('revenue.payout_requested', 'settlement', {
-            payoutId,
-            treasuryAddress: treasury,
-            requestedAt: clock().toISOString(),
-          }),
-        );
-        return trx
-          .insertInto('platform_payouts')
-          .values({ payout_id: payoutId, status: 'requested', treasury_address: treasury })
-          .returningAll()
-          .executeTakeFirstOrThrow();
-      });
-      ctx.logger.info({ payoutId }, 'platform payout requested');
+      const requested = await recordPayoutRequest(ctx, clock, treasury);
+      ctx.logger.info({ payoutId: requested.payout_id }, 'platform payout requested');
       const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
       if (decided.status === 'refused') {
         throw new HttpError(
@@ -173,6 +157,26 @@ export function platformPayoutRoutes(
     },
   });
   return [route];
+}
+
+/** The request and its `revenue.payout_requested`, in one transaction. */
+function recordPayoutRequest(ctx: ServiceContext<SettlementDB>, clock: Clock, treasury: string) {
+  const payoutId = `ppo_${newEventId()}`;
+  return ctx.inTransaction(async (trx) => {
+    await enqueueEvent(
+      trx,
+      createEvent('revenue.payout_requested', 'settlement', {
+        payoutId,
+        treasuryAddress: treasury,
+        requestedAt: clock().toISOString(),
+      }),
+    );
+    return trx
+      .insertInto('platform_payouts')
+      .values({ payout_id: payoutId, status: 'requested', treasury_address: treasury })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  });
 }
 
 /** The payout once its status is no longer `from`, or as it is after `waitMs`. */

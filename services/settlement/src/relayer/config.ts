@@ -47,17 +47,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
   ) {
     problems.push('RELAYER_PRIVATE_KEY: set RELAYER_PRIVATE_KEYS alone, or make this its first key');
   }
-  const addresses: string[] = [];
-  for (const [i, key] of keys.entries()) {
-    const which = keys.length > 1 ? `${keysVariable} (key ${i + 1})` : keysVariable;
-    const address = addressOfPrivateKey(key);
-    if (!address) problems.push(`${which}: must be a 0x-prefixed 32-byte hex key`);
-    else if (addresses.includes(address)) problems.push(`${which}: the same key twice`);
-    else addresses.push(address);
-    if (key.toLowerCase() === escrowPrivateKey.toLowerCase()) {
-      problems.push(`${which}: must not be the escrow key (the relayer holds gas only)`);
-    }
-  }
+  const addresses = keyAddresses(keys, keysVariable, escrowPrivateKey, problems);
   if (!/^[0-9]{1,30}$/.test(parsed.RELAYER_MIN_BALANCE_WEI ?? '')) {
     problems.push('RELAYER_MIN_BALANCE_WEI: must be a whole number of wei');
   }
@@ -81,4 +71,20 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
   };
   return withHidden(config, { privateKey: keys[0]!, privateKeys: keys });
+}
+
+/** The keys' addresses; a malformed, repeated or escrow key is a problem. */
+function keyAddresses(keys: string[], variable: string, escrowPrivateKey: string, problems: string[]) {
+  const addresses: string[] = [];
+  for (const [i, key] of keys.entries()) {
+    const which = keys.length > 1 ? `${variable} (key ${i + 1})` : variable;
+    const address = addressOfPrivateKey(key);
+    if (!address) problems.push(`${which}: must be a 0x-prefixed 32-byte hex key`);
+    else if (addresses.includes(address)) problems.push(`${which}: the same key twice`);
+    else addresses.push(address);
+    if (key.toLowerCase() === escrowPrivateKey.toLowerCase()) {
+      problems.push(`${which}: must not be the escrow key (the relayer holds gas only)`);
+    }
+  }
+  return addresses;
 }

@@ -26,6 +26,7 @@ const ROW_REREAD_MS = 1000;
 
 const NO_TIME = { checksMs: 0, simulationMs: 0 };
 type TimeBefore = typeof NO_TIME;
+type Accepted = Extract<RelayerSubmitReply, { ok: true }>;
 
 /** Submits x402 EIP-3009 authorizations once each with a pool of gas-only keys: the RPC handlers, the submission. */
 export class Relayer implements BackgroundTask {
@@ -390,17 +391,7 @@ export class Relayer implements BackgroundTask {
     let readAt = Date.now();
     for (let round = 0; round < 10_000; round++) {
       if (current.status === 'confirmed' || current.status === 'used_elsewhere') {
-        const signer = this.pool.byAddress(current.relayer_address);
-        if (current.status === 'confirmed' && signer) this.minedBelow(signer, current.relayer_nonce! + 1n);
-        return {
-          ok: true,
-          status: 'confirmed',
-          txHash: current.settled_tx_hash!,
-          blockNumber: Number(current.block_number),
-          logIndex: current.log_index!,
-          usedElsewhere: current.status === 'used_elsewhere',
-          timings: timings(performance.now() - submitted),
-        };
+        return this.confirmedReply(current, timings(performance.now() - submitted));
       }
       if (current.status === 'failed') {
         return refusal('transaction_failed', current.last_error ?? 'the submission failed on chain');
@@ -430,6 +421,21 @@ export class Relayer implements BackgroundTask {
       txHash: current.tx_hash!,
       usedElsewhere: false,
       timings: timings(0),
+    };
+  }
+
+  /** A confirmed row's answer; its key's stuck mark is cleared up to its nonce. */
+  private confirmedReply(row: Row, timings: Accepted['timings']): Accepted {
+    const signer = this.pool.byAddress(row.relayer_address);
+    if (row.status === 'confirmed' && signer) this.minedBelow(signer, row.relayer_nonce! + 1n);
+    return {
+      ok: true,
+      status: 'confirmed',
+      txHash: row.settled_tx_hash!,
+      blockNumber: Number(row.block_number),
+      logIndex: row.log_index!,
+      usedElsewhere: row.status === 'used_elsewhere',
+      timings,
     };
   }
 }
