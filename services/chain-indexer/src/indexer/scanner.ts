@@ -1,4 +1,4 @@
-import { getTransferLogs, type TransferLog } from '@paygate/chain';
+import { compareTransferLogs, getTransferLogs, type TransferLog } from '@paygate/chain';
 import { type Logger, withSpan } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Insertable, type Kysely, sql, type Transaction } from 'kysely';
@@ -295,14 +295,14 @@ export class TransferScanner {
       logs.push(
         ...(await getTransferLogs(this.provider, {
           token: this.config.usdcAddress,
-          to: chunk.length === 1 ? chunk[0]! : chunk,
+          to: chunk,
           fromBlock: from,
           toBlock: to,
           maxRangeBlocks: this.config.maxRangeBlocks,
         })),
       );
     }
-    return logs.sort((a, b) => a.blockNumber - b.blockNumber || a.logIndex - b.logIndex);
+    return logs.sort(compareTransferLogs);
   }
 
   /**
@@ -378,8 +378,6 @@ export class TransferScanner {
       token: log.token,
       amount_micro: log.amountMicro,
       status: 'pending' as const,
-      published_at: null,
-      reorged_at: null,
     }));
     await insertTransfers(trx, rows);
   }

@@ -10,12 +10,11 @@ import type { SettlementConfig } from '../config';
 import type { PlatformPayoutsTable, SettlementDB } from '../db';
 import { enqueuePayoutFailed } from '../ledger/decisions';
 import { SettlementReason } from '../reasons';
+import { readUntil } from '../settlements/settle-now';
 import type { TransferOutcomeHandler } from '../transfers/worker';
 
 // The platform's revenue leaves escrow only this way: an operator asks (`revenue.payout_requested`), the ledger
 // reserves it (`payout.reserved`), and the seller payouts' transfer engine sends it to TREASURY_ADDRESS once.
-
-const WAIT_POLL_MS = 200;
 
 const PlatformPayout = Type.Object({
   payoutId: Type.String({ examples: ['ppo_01KAQ3T0000X7Q0E4W9T6B2M8C'] }),
@@ -180,21 +179,17 @@ function recordPayoutRequest(ctx: ServiceContext<SettlementDB>, clock: Clock, tr
 }
 
 /** The payout once its status is no longer `from`, or as it is after `waitMs`. */
-async function awaitStatusChange(
+function awaitStatusChange(
   ctx: ServiceContext<SettlementDB>,
   recorded: Selectable<PlatformPayoutsTable>,
   from: PlatformPayoutsTable['status'],
   waitMs: number,
 ): Promise<Selectable<PlatformPayoutsTable>> {
-  let row = recorded;
-  const deadline = Date.now() + waitMs;
-  while (row.status === from && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
-    row = await ctx.db
+  const read = () =>
+    ctx.db
       .selectFrom('platform_payouts')
       .selectAll()
       .where('payout_id', '=', recorded.payout_id)
       .executeTakeFirstOrThrow();
-  }
-  return row;
+  return readUntil(recorded, read, (row) => row.status !== from, Date.now() + waitMs);
 }

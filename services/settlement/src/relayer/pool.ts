@@ -4,7 +4,7 @@ import { describe, RelayerSetupError } from '../errors';
 import type { RelayerChain } from './chain';
 import { NonceAllocator } from './nonce-allocator';
 import type { RecordedAuthorizations } from './recorded';
-import { type Refusal, type RelayerSettings, refusal } from './settings';
+import { chainUnavailable, type Refusal, type RelayerSettings, refusal } from './settings';
 
 const BALANCE_CACHE_MS = 2000;
 /** A balance this recent answers while a fresh read is under way: a slow node must not stop x402. */
@@ -163,7 +163,7 @@ export class SignerPool {
     if (payable.length === 0) {
       const failed = balances.find(({ error }) => error !== undefined);
       if (failed && balances.every(({ wei }) => wei === undefined)) {
-        return refusal('chain_unavailable', `the chain RPC did not answer: ${failed.error}`);
+        return chainUnavailable(failed.error);
       }
       this.logger.error(
         {

@@ -117,14 +117,27 @@ export async function waitForSettlements(
 ): Promise<Array<Selectable<SettlementsTable>>> {
   if (settlementIds.length === 0) return [];
   const deadline = Date.now() + waitMs;
-  for (;;) {
-    const rows = await ctx.db
+  const read = () =>
+    ctx.db
       .selectFrom('settlements')
       .selectAll()
       .where('settlement_id', 'in', settlementIds)
       .orderBy('settlement_id')
       .execute();
-    if (rows.every((row) => row.status !== whileStatus) || Date.now() >= deadline) return rows;
+  return readUntil(await read(), read, (rows) => rows.every((row) => row.status !== whileStatus), deadline);
+}
+
+/** `read` again every WAIT_POLL_MS from `first` until `done` says so or `deadline` passed: the last read. */
+export async function readUntil<T>(
+  first: T,
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  deadline: number,
+): Promise<T> {
+  let value = first;
+  while (!done(value) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+    value = await read();
   }
+  return value;
 }
