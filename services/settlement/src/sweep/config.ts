@@ -8,8 +8,13 @@ export type CheckoutSweepConfig = NonNullable<ReturnType<typeof loadCheckoutSwee
 /** The session deposit addresses' key (checkout holds only its xpub) and the sweeper's settings. */
 export type DepositSweepConfig = ReturnType<typeof loadDepositSweepConfig>;
 
-/** 0.01 USDC: below it a sweep's gas would be a noticeable share; dust waits for more. */
-const DEFAULT_SWEEP_MIN_MICRO = 10_000;
+/** The sweep settings both sweepers read. */
+const SWEEP_SPECS = {
+  // Well inside the transfer worker's pre-flight retries: a refund right after a checkout payment finds its USDC.
+  CHECKOUT_SWEEP_INTERVAL_MS: int({ default: 5000, min: 100 }),
+  // 0.01 USDC: below it a sweep's gas would be a noticeable share; dust waits for more.
+  CHECKOUT_SWEEP_MIN_MICRO: int({ default: 10_000, min: 1 }),
+};
 
 /** The public anvil/Hardhat mnemonic (`make dev`, tests); never production. */
 const DEV_DEPOSIT_MNEMONIC = 'test test test test test test test test test test test junk';
@@ -24,8 +29,7 @@ export function loadDepositSweepConfig(env: NodeJS.ProcessEnv, production: boole
       CHECKOUT_DEPOSIT_MNEMONIC: str({ default: '' }),
       CHECKOUT_DEPOSIT_XPRV: str({ default: '' }),
       CHECKOUT_DEPOSIT_PATH: str({ default: DEFAULT_DEPOSIT_PATH }),
-      CHECKOUT_SWEEP_INTERVAL_MS: int({ default: 5000, min: 100 }),
-      CHECKOUT_SWEEP_MIN_MICRO: int({ default: DEFAULT_SWEEP_MIN_MICRO, min: 1 }),
+      ...SWEEP_SPECS,
       CHECKOUT_SWEEP_BATCH: int({ default: 50, min: 1 }),
       CHECKOUT_SWEEP_VALIDITY_SECONDS: int({ default: 86_400, min: 600 }),
     },
@@ -99,9 +103,7 @@ export function loadCheckoutSweepConfig(
     {
       CHECKOUT_ESCROW_PRIVATE_KEY: str({ default: '' }),
       CHECKOUT_ESCROW_ADDRESS: optionalAddress(),
-      // Well inside the transfer worker's pre-flight retries: a refund right after a checkout payment finds its USDC.
-      CHECKOUT_SWEEP_INTERVAL_MS: int({ default: 5000, min: 100 }),
-      CHECKOUT_SWEEP_MIN_MICRO: int({ default: DEFAULT_SWEEP_MIN_MICRO, min: 1 }),
+      ...SWEEP_SPECS,
     },
     problems,
   );
