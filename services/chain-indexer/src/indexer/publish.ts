@@ -1,6 +1,5 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { currentTraceCarrier } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
 import type { ChainIndexerConfig } from '../config';
 import type { IndexerDatabase } from './tables';
@@ -45,10 +44,7 @@ export async function publishConfirmedTransfers(
         confirmations: head - Number(transfer.block_number) + 1,
         observedAt: new Date().toISOString(),
       };
-      await enqueueEvent(
-        trx,
-        createEvent('transfer.observed', 'chain-indexer', data, { trace: currentTraceCarrier() }),
-      );
+      await enqueueEvent(trx, createEvent('transfer.observed', 'chain-indexer', data));
       published++;
     });
   }

@@ -1,6 +1,5 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { currentTraceCarrier } from '@paygate/telemetry';
 import type { JsonRpcProvider } from 'ethers';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import { BlockUnavailableError } from '../errors';
@@ -76,10 +75,7 @@ export async function rollBackAbove(
     .execute();
   for (const transfer of removed) {
     const data = { ...transferEventFields(chain, transfer), reorgedAt: new Date().toISOString() };
-    await enqueueEvent(
-      trx,
-      createEvent('transfer.reorged', 'chain-indexer', data, { trace: currentTraceCarrier() }),
-    );
+    await enqueueEvent(trx, createEvent('transfer.reorged', 'chain-indexer', data));
   }
   await trx
     .deleteFrom('transfers')
