@@ -38,7 +38,7 @@ export async function insertTransfers(
     .execute();
 }
 
-interface ChainTip {
+interface HashedBlock {
   number: number;
   hash: string;
 }
@@ -74,7 +74,7 @@ export class TransferScanner {
   private readonly deposits: DepositAddressBook;
   private readonly everyTransfer: EveryTransferReader;
   /** The newest block stored, with its hash as the chain had it at the end of the last complete pass. */
-  private settledTip: ChainTip | undefined;
+  private settledTip: HashedBlock | undefined;
 
   constructor(
     private readonly db: Kysely<IndexerDatabase>,
@@ -82,7 +82,7 @@ export class TransferScanner {
     private readonly config: ChainIndexerConfig,
     private readonly logger: Logger,
     /** Hears of every reorg rolled back (the service's metrics). */
-    private readonly onReorg: (report: ReorgReport) => void = () => {},
+    private readonly onReorg: (report: ReorgReport) => void,
   ) {
     this.deposits = new DepositAddressBook(db, config);
     this.everyTransfer = new EveryTransferReader(provider, this.deposits, config, logger);
@@ -132,7 +132,7 @@ export class TransferScanner {
   }
 
   /** Finds the highest stored block still canonical; everything above it is rolled back. */
-  private async handleReorg(head: number): Promise<{ reorged: number; verifiedTip?: ChainTip }> {
+  private async handleReorg(head: number): Promise<{ reorged: number; verifiedTip?: HashedBlock }> {
     const stored = await storedRecentBlocks(this.db, this.chainId, this.config.reorgWindowBlocks);
     if (stored.length === 0) return { reorged: 0 };
     const newest = Number(stored[0]!.number);
@@ -193,7 +193,7 @@ export class TransferScanner {
 
   private async scan(
     head: number,
-  ): Promise<{ scannedTo: number; observed: number; raced: boolean; storedTip?: ChainTip }> {
+  ): Promise<{ scannedTo: number; observed: number; raced: boolean; storedTip?: HashedBlock }> {
     const from = await this.nextBlock();
     if (from > head) return { scannedTo: from - 1, observed: 0, raced: false };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
@@ -241,10 +241,7 @@ export class TransferScanner {
    * Hashes of the reorgable blocks of [from, to], or null when they do not chain onto block from − 1: a reorg
    * during the pass, whose replaced blocks' transfers would otherwise be published and never reversed.
    */
-  private async linkedBlockHashes(
-    from: number,
-    to: number,
-  ): Promise<Array<{ number: number; hash: string }> | null> {
+  private async linkedBlockHashes(from: number, to: number): Promise<HashedBlock[] | null> {
     const first = Math.max(from, to - this.config.reorgWindowBlocks + 1);
     const below =
       first === from
@@ -256,7 +253,7 @@ export class TransferScanner {
             .executeTakeFirst()
         : undefined;
     let parent = below?.hash;
-    const hashes: Array<{ number: number; hash: string }> = [];
+    const hashes: HashedBlock[] = [];
     for (let n = first; n <= to; n++) {
       const block = await this.provider.getBlock(n);
       if (!block?.hash) throw new BlockUnavailableError(n);

@@ -62,7 +62,7 @@ export class CheckoutSweeper extends PolledTask {
     ]);
     if (pending > mined) return 'in_flight';
     const balance = (await this.usdc.getFunction('balanceOf')(address)) as bigint;
-    if (balance < this.config.minAmountMicro || balance === 0n) return 'below_minimum';
+    if (balance < this.config.minAmountMicro) return 'below_minimum'; // CHECKOUT_SWEEP_MIN_MICRO is at least 1
     const tx = await this.usdc.getFunction('transfer')(this.escrow.address, balance);
     this.ctx.logger.info(
       { wallet: address, escrow: this.escrow.address, amountMicro: balance.toString(), txHash: tx.hash },
