@@ -39,13 +39,7 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const chain = new EscrowChain(config);
       const relayerKeys = config.relayer ? RelayerChain.pool(config, config.relayer.privateKeys) : [];
       const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-      registerSettlementWatchGauges(
-        ctx,
-        config,
-        clock,
-        chain.provider,
-        gasWallets(config, chain, relayerKeys),
-      );
+      registerSettlementWatchGauges(ctx, config, clock, chain, relayerKeys);
       const auth = new SellerAuth(ctx.bus);
       const handlers = {
         payout: payoutOutcome(clock),
@@ -98,15 +92,6 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
   });
   const { scheduler, transfers, chain, relayer, sweeper, depositSweeper } = running.parts;
   return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
-}
-
-/** The wallets settlement pays gas from, watched by the gas gauges. */
-function gasWallets(config: SettlementConfig, escrow: EscrowChain, relayerKeys: readonly RelayerChain[]) {
-  return [
-    { wallet: 'escrow' as const, address: escrow.address },
-    ...relayerKeys.map((key) => ({ wallet: 'relayer' as const, address: key.address })),
-    ...(config.checkoutSweep ? [{ wallet: 'checkout' as const, address: config.checkoutSweep.address }] : []),
-  ];
 }
 
 function relayerSettings(

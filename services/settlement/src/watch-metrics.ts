@@ -1,11 +1,12 @@
 import { Gauge, type Registry, type ServiceContext } from '@paygate/runtime';
-import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
 import type { Clock } from './clock';
 import type { SettlementConfig } from './config';
 import type { Frequency, SettlementDB, TransferKind } from './db';
+import type { RelayerChain } from './relayer/chain';
 import { periodAt } from './schedule/periods';
 import { unscheduledIn } from './schedule/scheduler';
+import type { EscrowChain } from './transfers/chain';
 
 /** A settlement period is missed once this many scheduler passes went by since it opened without a payout asked. */
 export const PERIOD_OVERDUE_AFTER_PASSES = 10;
@@ -13,19 +14,21 @@ export const PERIOD_OVERDUE_AFTER_PASSES = 10;
 const FREQUENCIES: Frequency[] = ['DAILY', 'WEEKLY', 'MONTHLY'];
 const KINDS: TransferKind[] = ['payout', 'refund', 'platform_payout'];
 
-type WatchConfig = Pick<SettlementConfig, 'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer'>;
-type GasWallet = { wallet: 'escrow' | 'relayer' | 'checkout'; address: string };
+type WatchConfig = Pick<
+  SettlementConfig,
+  'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer' | 'checkoutSweep'
+>;
 
 /** Gauges read at each scrape (-1 when a read failed): money that waits, and the wallets' gas over their floor. */
 export function registerSettlementWatchGauges(
   ctx: ServiceContext<SettlementDB>,
   config: WatchConfig,
   clock: Clock,
-  provider: JsonRpcProvider,
-  wallets: GasWallet[],
+  escrow: EscrowChain,
+  relayerKeys: readonly RelayerChain[],
 ): void {
   registerWaitingMoneyGauges(ctx, config, clock);
-  registerGasGauges([ctx.metrics.registry], config, provider, wallets);
+  registerGasGauges([ctx.metrics.registry], config, escrow, relayerKeys);
 }
 
 function registerWaitingMoneyGauges(ctx: ServiceContext<SettlementDB>, config: WatchConfig, clock: Clock) {
@@ -80,12 +83,18 @@ function registerWaitingMoneyGauges(ctx: ServiceContext<SettlementDB>, config: W
   });
 }
 
+/** The wallets settlement pays gas from: escrow, the relayer's keys, the checkout wallet. */
 function registerGasGauges(
   registers: Registry[],
   config: WatchConfig,
-  provider: JsonRpcProvider,
-  wallets: GasWallet[],
+  escrow: EscrowChain,
+  relayerKeys: readonly RelayerChain[],
 ) {
+  const wallets = [
+    { wallet: 'escrow', address: escrow.address },
+    ...relayerKeys.map((key) => ({ wallet: 'relayer', address: key.address })),
+    ...(config.checkoutSweep ? [{ wallet: 'checkout', address: config.checkoutSweep.address }] : []),
+  ];
   new Gauge({
     name: 'settlement_gas_balance_wei',
     help: 'ETH balance of each wallet settlement pays gas from (escrow, relayer, checkout); -1: the chain did not answer',
@@ -94,7 +103,7 @@ function registerGasGauges(
     async collect() {
       await Promise.all(
         wallets.map(async ({ wallet, address }) => {
-          const wei = await provider.getBalance(address).catch(() => undefined);
+          const wei = await escrow.provider.getBalance(address).catch(() => undefined);
           // A float: exact to the wei below 2^53 (0.009 ETH), close enough above for an alert.
           this.set({ wallet, address }, wei === undefined ? -1 : Number(wei));
         }),
