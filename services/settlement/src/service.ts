@@ -55,8 +55,7 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const { usdcEip712Name } = networks[config.network];
       const depositSweeper = new DepositSweeper(ctx, config.depositSweep, chain, usdcEip712Name, relayer);
 
-      const onTransferRecorded = () => transfers.kick();
-      const decisions = { config, chain, metrics, clock, onTransferRecorded };
+      const decisions = { config, chain, metrics, clock, onTransferRecorded: () => transfers.kick() };
       return {
         scheduler,
         transfers,
@@ -94,6 +93,7 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
   return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
 }
 
+/** The relayer's settings: its own, and what it takes from the service's. */
 function relayerSettings(
   relayer: RelayerConfig,
   config: SettlementConfig,
