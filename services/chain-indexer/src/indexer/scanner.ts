@@ -288,11 +288,10 @@ export class TransferScanner {
   private async transferLogsTo(recipients: string[], from: number, to: number): Promise<TransferLog[]> {
     const logs: TransferLog[] = [];
     for (let i = 0; i < recipients.length; i += this.config.addressesPerLogQuery) {
-      const chunk = recipients.slice(i, i + this.config.addressesPerLogQuery);
       logs.push(
         ...(await getTransferLogs(this.provider, {
           token: this.config.usdcAddress,
-          to: chunk,
+          to: recipients.slice(i, i + this.config.addressesPerLogQuery),
           fromBlock: from,
           toBlock: to,
           maxRangeBlocks: this.config.maxRangeBlocks,
