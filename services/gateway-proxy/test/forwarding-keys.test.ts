@@ -34,7 +34,7 @@ describe('forwarding keys learnt from the registry', () => {
       },
       quiet,
     );
-    const keys = new ForwardingKeys(bus, { timeoutMs: 10_000, refreshAfterMs: 60_000 });
+    const keys = new ForwardingKeys(bus, { timeoutMs: 10_000 });
     try {
       const beforeRotation = keys.keyFor('sel_fwd');
       await waitFor(async () => questions === 1);

@@ -17,30 +17,22 @@ interface Entry {
   freshUntilMs: number;
 }
 
-interface ForwardingKeysOptions {
-  timeoutMs: number;
-  refreshAfterMs?: number;
-  failureRetryMs?: number;
-  maxEntries?: number;
-}
+const REFRESH_AFTER_MS = 60_000;
+/** While the registry does not answer: asked again this soon. */
+const FAILURE_RETRY_MS = 5_000;
 
-/** In memory only (never logged); `seller.updated` drops an entry, and `refreshAfterMs` covers a missed event. */
+/** In memory only (never logged); `seller.updated` drops an entry, and REFRESH_AFTER_MS covers a missed event. */
 export class ForwardingKeys {
-  private readonly cache: LRUCache<string, Entry>;
+  private readonly cache = new LRUCache<string, Entry>({ max: 10_000 });
   private readonly loading = new Map<string, Promise<ForwardingKey | null>>();
   private readonly subscription: Subscription;
-  private readonly refreshAfterMs: number;
-  private readonly failureRetryMs: number;
   /** An answer asked for before a seller.updated may be the rotated-out key: it serves its waiters but is never kept. */
   private updatesSeen = 0;
 
   constructor(
     private readonly bus: Bus,
-    private readonly options: ForwardingKeysOptions,
+    private readonly options: { timeoutMs: number },
   ) {
-    this.refreshAfterMs = options.refreshAfterMs ?? 60_000;
-    this.failureRetryMs = options.failureRetryMs ?? 5_000;
-    this.cache = new LRUCache({ max: options.maxEntries ?? 10_000 });
     this.subscription = onSellerUpdated(bus, (sellerId) => {
       this.updatesSeen++;
       this.loading.delete(sellerId);
@@ -74,7 +66,7 @@ export class ForwardingKeys {
   private async ask(sellerId: string): Promise<ForwardingKey | null> {
     const updatesSeenAtAsk = this.updatesSeen;
     let key: ForwardingKey | null = null;
-    let freshForMs = this.refreshAfterMs;
+    let freshForMs = REFRESH_AFTER_MS;
     try {
       const reply = await requestRpc(
         this.bus,
@@ -91,7 +83,7 @@ export class ForwardingKeys {
     } catch {
       // The registry is unreachable: a key already learnt, else ES256 (sellers accept both), asked again soon.
       key = this.cache.get(sellerId)?.key ?? null;
-      freshForMs = this.failureRetryMs;
+      freshForMs = FAILURE_RETRY_MS;
     }
     if (this.updatesSeen === updatesSeenAtAsk)
       this.cache.set(sellerId, { key, freshUntilMs: Date.now() + freshForMs });
