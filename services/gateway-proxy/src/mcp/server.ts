@@ -129,23 +129,32 @@ async function readTools(deps: McpDependencies, cursor: string | undefined) {
   };
 }
 
+/** The tool's endpoint and the paid request its arguments stand for, or the error result that says why not. */
+async function toolRequest(
+  deps: McpDependencies,
+  params: { name: string; arguments?: Record<string, unknown> },
+): Promise<{ method: string; request: ReturnType<typeof requestFor> } | CallToolResult> {
+  const skillName = skillNameOf(params.name);
+  const skill = skillName ? await deps.skillByName(skillName) : undefined;
+  const target = skill && toolsOf(skill).find(({ tool }) => tool.name === params.name)?.endpoint;
+  if (!skill || !target) return errorResult(`Unknown tool: ${params.name}`);
+  try {
+    return { method: target.method, request: requestFor(skill, target, params.arguments ?? {}) };
+  } catch (error) {
+    if (error instanceof ToolArgumentError) return errorResult(`Invalid arguments: ${error.message}`);
+    throw error;
+  }
+}
+
 /** The paid HTTP call over loopback (the caller's address in X-Forwarded-For), paid by `_meta["x402/payment"]`. */
 async function callTool(
   deps: McpDependencies,
   caller: string,
   params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
 ): Promise<CallToolResult> {
-  const skillName = skillNameOf(params.name);
-  const skill = skillName ? await deps.skillByName(skillName) : undefined;
-  const target = skill && toolsOf(skill).find(({ tool }) => tool.name === params.name)?.endpoint;
-  if (!skill || !target) return errorResult(`Unknown tool: ${params.name}`);
-  let request: ReturnType<typeof requestFor>;
-  try {
-    request = requestFor(skill, target, params.arguments ?? {});
-  } catch (error) {
-    if (error instanceof ToolArgumentError) return errorResult(`Invalid arguments: ${error.message}`);
-    throw error;
-  }
+  const call = await toolRequest(deps, params);
+  if ('content' in call) return call;
+  const { request } = call;
   const payment = params._meta?.[MCP_PAYMENT_META];
   const headers: Record<string, string> = {
     accept: 'application/json',
@@ -158,7 +167,7 @@ async function callTool(
   let response: globalThis.Response;
   try {
     response = await fetch(`${deps.selfUrl()}${request.pathAndQuery}`, {
-      method: target.method,
+      method: call.method,
       headers,
       body: request.body,
       signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
@@ -168,6 +177,15 @@ async function callTool(
     const recorded = payment === undefined ? undefined : await recordedMeta(deps, payment);
     return errorResult(`The paid call did not finish: ${(error as Error).message}`, recorded);
   }
+  return answerResult(deps, response, cut);
+}
+
+/** The paid route's answer as a tool result: its 402's requirements, an error, or what the skill answered. */
+async function answerResult(
+  deps: McpDependencies,
+  response: globalThis.Response,
+  cut: AbortController,
+): Promise<CallToolResult> {
   const settlementHeader = response.headers.get(X402_HEADERS.paymentResponse);
   const settlement = settlementHeader
     ? parseJson(Buffer.from(settlementHeader, 'base64').toString('utf8'))
