@@ -11,6 +11,23 @@ export type SellerFailure =
   | { outcome: 'error_status'; status: number }
   | { outcome: 'timeout' | 'unreachable' | 'misconfigured' };
 
+/** `payment.call_failed` of a claim's latest attempt (the unserved sweep books an abandoned one as a timeout). */
+export const callFailed = (
+  claim: Pick<PaymentClaim, 'id' | 'seller_id' | 'skill_id' | 'attempts'>,
+  failure: SellerFailure,
+  failedAt: Date,
+  retryUntil: Date,
+): EventData<'payment.call_failed'> => ({
+  paymentId: claim.id,
+  sellerId: claim.seller_id,
+  skillId: claim.skill_id,
+  attempt: claim.attempts,
+  upstreamOutcome: failure.outcome,
+  upstreamStatus: failure.outcome === 'error_status' ? failure.status : null,
+  failedAt: failedAt.toISOString(),
+  retryUntil: retryUntil.toISOString(),
+});
+
 /** A forwarded pay-per-call's outcome on its claim row, its event in the same transaction (none for a first success). */
 export class CallOutcomes {
   constructor(
@@ -44,16 +61,11 @@ export class CallOutcomes {
         return current?.retry_until ?? freshWindow;
       }
       if (sellerFailure) {
-        await this.publish(trx, 'payment.call_failed', {
-          paymentId: claim.id,
-          sellerId: claim.seller_id,
-          skillId: claim.skill_id,
-          attempt: claim.attempts,
-          upstreamOutcome: sellerFailure.outcome,
-          upstreamStatus: sellerFailure.outcome === 'error_status' ? sellerFailure.status : null,
-          failedAt: now.toISOString(),
-          retryUntil: row.retry_until.toISOString(),
-        });
+        await this.publish(
+          trx,
+          'payment.call_failed',
+          callFailed(claim, sellerFailure, now, row.retry_until),
+        );
       }
       return row.retry_until;
     });

@@ -4,6 +4,7 @@ import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { GatewayProxyConfig } from '../config';
 import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
+import { callFailed } from './call-outcomes';
 import { attemptsLiveAfter, retryWindowEnd } from './claim-rows';
 
 /** Replicas compare the window with their own clocks: a claim is closed this long after it. */
@@ -50,19 +51,8 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
       const abandoned = await this.closeAbandoned(trx, now, before);
       const neverAttempted = failed.rows.filter((claim) => claim.retry_cause === 'not_attempted');
       for (const claim of [...neverAttempted, ...abandoned]) {
-        await enqueueEvent(
-          trx,
-          createEvent('payment.call_failed', 'gateway-proxy', {
-            paymentId: claim.id,
-            sellerId: claim.seller_id,
-            skillId: claim.skill_id,
-            attempt: claim.attempts,
-            upstreamOutcome: 'timeout',
-            upstreamStatus: null,
-            failedAt: now.toISOString(),
-            retryUntil: new Date(claim.retry_until).toISOString(),
-          }),
-        );
+        const data = callFailed(claim, { outcome: 'timeout' }, now, new Date(claim.retry_until));
+        await enqueueEvent(trx, createEvent('payment.call_failed', 'gateway-proxy', data));
       }
       const closed = [...failed.rows, ...abandoned];
       for (const claim of closed) {
