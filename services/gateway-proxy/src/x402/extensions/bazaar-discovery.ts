@@ -19,7 +19,7 @@ export interface DiscoveryDeps {
   config: GatewayProxyConfig;
   db: Kysely<GatewayDatabase>;
   limiter: SharedRateLimiter;
-  x402: Pick<X402Payments, 'tokenDomain'>;
+  x402: Pick<X402Payments, 'tokenDomain' | 'offer'>;
 }
 
 /** Public, so rate-limited per client address. */
@@ -95,32 +95,23 @@ async function discoveryItems(deps: DiscoveryDeps) {
     .orderBy('name')
     .limit(MAX_DISCOVERY_SKILLS)
     .execute()) as Array<{ snapshot: SkillSnapshot; updated_at: Date }>;
-  const eip712 = await deps.x402.tokenDomain();
+  // Read once here: `offer` itself never waits for the token's domain.
+  await deps.x402.tokenDomain();
   const items = [];
   for (const { snapshot: skill, updated_at } of rows) {
     if (skill.status !== 'ACTIVE') continue;
     for (const endpoint of skill.endpoints) {
       if (!endpoint.active) continue;
-      const priceMicro = parseUsdc(endpoint.price);
-      // Below the relayer's minimum: paid with X-402-Payment only, not listed.
-      if (priceMicro < deps.config.x402MinAmountMicro) continue;
       const url = `${deps.config.publicBaseUrl}/api/v1/skills/${skill.name}${endpoint.path}`;
       const description = `${skill.displayName}: ${endpoint.description || skill.description}`;
+      const offer = deps.x402.offer({ url, description, priceMicro: parseUsdc(endpoint.price) });
+      // Below the relayer's minimum: paid with X-402-Payment only, not listed.
+      if (!offer) continue;
       items.push({
         resource: url,
         type: 'http',
         x402Version: 2,
-        accepts: [
-          requirementsV2({
-            chainId: deps.config.chainId,
-            asset: deps.config.usdcAddress,
-            payTo: deps.config.escrowAddress,
-            amountMicro: priceMicro,
-            maxTimeoutSeconds: deps.config.x402MaxTimeoutSeconds,
-            eip712,
-            resource: { url, description, mimeType: 'application/json' },
-          }),
-        ],
+        accepts: [requirementsV2(offer)],
         lastUpdated: updated_at.toISOString(),
         description,
         mimeType: 'application/json',
