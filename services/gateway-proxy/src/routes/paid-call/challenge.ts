@@ -33,15 +33,16 @@ export function resourceUrlOf(offer: Offer, call: Call): string {
   return `${offer.resource.slice(offer.resource.indexOf(' ') + 1)}${call.url.query}`;
 }
 
-/** x402's challenge for the offer; its resource.url is the URL the client asked for, query included. */
-function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description: string, error: string) {
+/** Paygate's requirements and x402's challenge for the offer; its resource.url is the URL asked for, query included. */
+function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, error: string) {
   const { endpoint, skill } = offer;
+  const requirements = paymentRequirements(deps.config, skill, endpoint, offer.resource);
   const url = resourceUrlOf(offer, call);
-  return x402Challenge(
+  const challenge = x402Challenge(
     deps.x402,
     {
       url,
-      description,
+      description: requirements.description,
       priceMicro: offer.purchase.priceMicro,
       endpoint,
       skill,
@@ -58,21 +59,20 @@ function challengeFor(deps: PaidCallDeps, offer: Offer, call: Call, description:
     error,
     deps.receipts,
   );
+  return { requirements, challenge };
 }
 
 function sendPaywall(deps: PaidCallDeps, offer: Offer, call: Call): void {
-  const { skill, endpoint } = offer;
-  const requirements = paymentRequirements(deps.config, skill, endpoint, offer.resource);
-  const challenge = challengeFor(deps, offer, call, requirements.description, 'payment required');
+  const { requirements, challenge } = challengeFor(deps, offer, call, 'payment required');
   const x402Header = challenge.headers[X402_HEADERS.paymentRequired];
   sendPaywallPage(
     call.res,
     {
-      title: skill.displayName,
+      title: offer.skill.displayName,
       description: requirements.description,
       price: requirements.price,
       networkLabel: deps.config.network === 'local' ? 'the local test chain' : deps.config.network,
-      method: endpoint.method,
+      method: offer.endpoint.method,
       requirements: { ...requirements, amountMicro: offer.purchase.priceMicro.toString() },
       paymentRequired: x402Header ? decodePaymentRequired(x402Header) : undefined,
     },
@@ -88,8 +88,7 @@ export function sendPaymentRequired(
   reason?: string,
   message?: string,
 ): void {
-  const requirements = paymentRequirements(deps.config, offer.skill, offer.endpoint, offer.resource);
-  const challenge = challengeFor(deps, offer, call, requirements.description, reason ?? 'payment required');
+  const { requirements, challenge } = challengeFor(deps, offer, call, reason ?? 'payment required');
   for (const [name, value] of Object.entries(challenge.headers)) call.res.setHeader(name, value);
   sendJson(
     call.res,
