@@ -6,7 +6,6 @@ import type { Proof } from './proof';
 
 /** 403 `payer_blocked` before anything is verified or charged, for the payer the proof names. */
 export function refuseBlockedPayer(deps: PaidCallDeps, offer: Offer, call: Call, proof: Proof): boolean {
-  if (!deps.blockedPayers) return false;
   const payer =
     proof.kind === 'x402'
       ? deps.x402.walletOf(proof.payment)

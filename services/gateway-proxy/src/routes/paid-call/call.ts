@@ -35,7 +35,7 @@ export interface PaidCallDeps {
   skills: SkillDirectory;
   limiter: SharedRateLimiter;
   payments: PaymentService;
-  blockedPayers?: Pick<BlockedPayers, 'isBlocked'>;
+  blockedPayers: Pick<BlockedPayers, 'isBlocked'>;
   callOutcomes: CallOutcomes;
   x402: X402Payments;
   copies: Pick<SettlementCopies, 'settle'>;

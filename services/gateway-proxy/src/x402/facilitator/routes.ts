@@ -127,8 +127,7 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
         return;
       }
       const refusal = await deps.x402.verify(checked.payment, checked.priceMicro, {
-        checkBalance: true,
-        refuseUsed: true,
+        verifyOnly: true,
         maxTimeoutSeconds: checked.maxTimeoutSeconds,
       });
       const payer = checked.payment.authorization.from;

@@ -41,11 +41,9 @@ export type X402Settings = Pick<
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
 };
 
-export interface VerifyOptions {
-  /** Settling skips it: the relayer's simulation refuses without spending gas. */
-  checkBalance: boolean;
-  /** The facilitator's /verify (settling applies the reuse rules instead). */
-  refuseUsed?: boolean;
+interface VerifyOptions {
+  /** The facilitator's /verify: also the balance and the nonce (settling has the relayer's simulation and reuse rules). */
+  verifyOnly: boolean;
   maxTimeoutSeconds?: number;
 }
 
@@ -169,7 +167,7 @@ export class X402Payments implements BackgroundTask {
   async verify(
     payment: DecodedX402Payment,
     priceMicro: bigint,
-    options: VerifyOptions = { checkBalance: true },
+    options: VerifyOptions,
   ): Promise<Refused | undefined> {
     const rpcDown = refused(503, chainUnavailable, 'the chain RPC did not answer; retry shortly');
     let expected: X402Expectation;
@@ -182,16 +180,15 @@ export class X402Payments implements BackgroundTask {
       payment,
       expected,
       nowSeconds: Math.floor(this.settings.now().getTime() / 1000),
-      checkBalance: options.checkBalance,
-      refuseUsed: options.refuseUsed === true,
+      verifyOnly: options.verifyOnly,
     };
     const local = await runChecks(LOCAL_CHECKS, { ...input, reads: this.chainReads(undefined, undefined) });
     if (local) return refused(402, local.reason, local.message);
     // Its reads start side by side with the local ECDSA; the checks still decide in their order.
-    const balance = options.checkBalance
+    const balance = options.verifyOnly
       ? usdcBalance(this.provider, this.settings.usdcAddress, payment.authorization.from)
       : undefined;
-    const used = options.refuseUsed ? this.alreadyUsed(payment) : undefined;
+    const used = options.verifyOnly ? this.alreadyUsed(payment) : undefined;
     const onNode =
       this.recovered.get(payment) === true
         ? undefined
@@ -264,7 +261,7 @@ export class X402Payments implements BackgroundTask {
   ): Promise<X402Outcome> {
     const started = performance.now();
     const notValid = await this.verify(payment, purchase.priceMicro, {
-      checkBalance: false,
+      verifyOnly: false,
       maxTimeoutSeconds: options.maxTimeoutSeconds,
     });
     if (notValid) return notValid;

@@ -30,8 +30,8 @@ export interface CheckInput {
   expected: X402Expectation;
   nowSeconds: number;
   reads: ChainReads;
-  checkBalance: boolean;
-  refuseUsed: boolean;
+  /** The payer's balance and the nonce's use are checked too (the facilitator's /verify). */
+  verifyOnly: boolean;
 }
 
 type Outcome = X402Refusal | undefined;
@@ -154,8 +154,8 @@ export const READ_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'payer holds the value',
-    run: async ({ payment, reads, checkBalance }) => {
-      if (!checkBalance) return undefined;
+    run: async ({ payment, reads, verifyOnly }) => {
+      if (!verifyOnly) return undefined;
       const balance = await reads.balanceOf(payment.authorization.from);
       return when(
         balance < BigInt(payment.authorization.value),
@@ -167,9 +167,9 @@ export const READ_CHECKS: readonly ExactEvmCheck[] = [
   },
   {
     name: 'nonce is unused',
-    run: async ({ payment, reads, refuseUsed }) =>
+    run: async ({ payment, reads, verifyOnly }) =>
       when(
-        refuseUsed && (await reads.alreadyUsed(payment)),
+        verifyOnly && (await reads.alreadyUsed(payment)),
         R.nonceAlreadyUsed,
         () => 'this authorization was already used (on chain or presented for settlement); sign a new one',
       ),
