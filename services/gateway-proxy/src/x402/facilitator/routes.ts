@@ -75,8 +75,7 @@ function supportedRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
     method: 'get',
     path: `${X402_PREFIX}/supported`,
     summary: 'What this facilitator settles (x402 SupportedResponse)',
-    auth: guard.auth,
-    before: guard.before,
+    ...guard,
     errors: { '429': RATE_LIMITED },
     responses: {
       '200': Type.Object({
@@ -113,9 +112,8 @@ function verifyRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
     method: 'post',
     path: `${X402_PREFIX}/verify`,
     summary: 'Verify an x402 payment into escrow without settling it (x402 VerifyRequest → VerifyResponse)',
-    auth: guard.auth,
+    ...guard,
     body: FacilitatorRequest,
-    before: guard.before,
     responses: { '200': VerifyResponse },
     errors: { '429': RATE_LIMITED, '503': `${UNAVAILABLE}; the body is also a VerifyResponse` },
     handler: async (req, res) => {
@@ -151,9 +149,8 @@ function settleRoute(deps: FacilitatorDeps, guard: SellerGuard): AnyRoute {
     path: `${X402_PREFIX}/settle`,
     summary:
       "Settle an x402 payment into escrow, credited to the key's seller (x402 SettleRequest → SettleResponse)",
-    auth: guard.auth,
+    ...guard,
     body: FacilitatorRequest,
-    before: guard.before,
     responses: { '200': SettleResponse },
     errors: {
       '409':
