@@ -15,7 +15,6 @@ import { mcpRoutes } from './mcp/server';
 import { gatewayMetrics } from './metrics';
 import { BlockedPayers, blockedPayerRoutes } from './payments/blocked-payers';
 import { CallOutcomes } from './payments/call-outcomes';
-import { LedgerClaims } from './payments/claims';
 import { PaymentService } from './payments/service';
 import { UnservedCalls } from './payments/unserved';
 import { FORWARD_CONNECTIONS_PER_ORIGIN, type ForwardOptions } from './proxy/forward';
@@ -112,12 +111,7 @@ async function buildParts(ctx: GatewayContext, config: GatewayProxyConfig, provi
   const forwarding = forwardingOptions(config, keys);
   const forwardingKeys = new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs });
   const limiters = sharedLimiters(ctx, config);
-  const payments = new PaymentService(
-    ctx,
-    new ChainVerifier(provider, config),
-    config,
-    new LedgerClaims(ctx.bus, ctx.logger),
-  );
+  const payments = new PaymentService(ctx, new ChainVerifier(provider, config), config);
   const x402 = new X402Payments(
     ctx,
     provider,

@@ -1,4 +1,4 @@
-import type { LedgerClaimRequest } from '@paygate/bus';
+import { LedgerClaimClient, type LedgerClaimRequest } from '@paygate/bus';
 import { formatUsdc } from '@paygate/money';
 import { WriteBatcher } from '@paygate/runtime';
 import { sql } from 'kysely';
@@ -13,8 +13,7 @@ import {
   type RecordStatement,
   writeClaims,
 } from './claim-statement';
-import type { LedgerClaims } from './claims';
-import type { PaymentFailure } from './failures';
+import { failure, type PaymentFailure } from './failures';
 import type { PaymentClaim, PaymentSettings, Purchase } from './types';
 
 interface QueuedClaim extends ClaimToWrite {
@@ -41,11 +40,14 @@ export class PaymentClaimRows {
     write: (batch) => this.writeBatch(batch),
   });
 
+  private readonly ledger: LedgerClaimClient;
+
   constructor(
     private readonly ctx: GatewayContext,
     private readonly settings: PaymentSettings,
-    private readonly ledger: LedgerClaims,
-  ) {}
+  ) {
+    this.ledger = new LedgerClaimClient(ctx.bus);
+  }
 
   /**
    * Claims a transfer with `record` (claim undefined when claimed before); the transaction commits only once the
@@ -57,7 +59,7 @@ export class PaymentClaimRows {
     options: ClaimOptions,
     record: RecordStatement,
   ): Promise<RecordedClaim> {
-    const ledgerAnswer = this.ledger.claim(this.ledgerClaimOf(transfer, purchase));
+    const ledgerAnswer = this.askLedger(this.ledgerClaimOf(transfer, purchase));
     // Awaited in the batch's transaction; one that fails to begin must not leave it unhandled.
     ledgerAnswer.catch(() => undefined);
     return new Promise<RecordedClaim>((resolve, reject) =>
@@ -91,6 +93,26 @@ export class PaymentClaimRows {
       }
       for (const item of batch) await this.writeBatch([item]);
     }
+  }
+
+  /** The ledger books the transfer for this payment before it is served (a silent one: 503, never served unpaid). */
+  private async askLedger(request: LedgerClaimRequest): Promise<PaymentFailure | undefined> {
+    const answer = await this.ledger.claim(request);
+    if (answer.ok) return undefined;
+    if (answer.reason === 'claimed_elsewhere') {
+      return failure(
+        'payment_already_used',
+        `payment already used for ${answer.claimedBy}: ${answer.message}`,
+        { claimedBy: answer.claimedBy },
+      );
+    }
+    const { logger } = this.ctx;
+    if (answer.reason === 'ledger_unavailable' && answer.error) {
+      logger.warn({ err: answer.error, txHash: request.txHash }, 'ledger did not answer a claim');
+    } else {
+      logger.error({ answer, txHash: request.txHash }, 'ledger refused a claim unexpectedly');
+    }
+    return failure('claim_unavailable', 'the ledger could not record this payment; present it again shortly');
   }
 
   private ledgerClaimOf(transfer: ProvenTransfer, purchase: Purchase): LedgerClaimRequest {

@@ -6,7 +6,6 @@ import type { ChainVerifier } from '../x402/mechanisms/tx-hash/chain';
 import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof-checks';
 import { PaymentClaimRows } from './claim-rows';
 import { NO_RECORD } from './claim-statement';
-import type { LedgerClaims } from './claims';
 import type { PaymentFailure } from './failures';
 import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
 import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
@@ -26,10 +25,9 @@ export class PaymentService {
     ctx: GatewayContext,
     private readonly chain: ChainVerifier,
     private readonly settings: PaymentSettings,
-    claims: LedgerClaims,
   ) {
     this.checks = new ProofChecks(settings);
-    this.rows = new PaymentClaimRows(ctx, settings, claims);
+    this.rows = new PaymentClaimRows(ctx, settings);
   }
 
   /** A cached subscription claim decided without Postgres by the same rules; undefined when Postgres must decide. */
