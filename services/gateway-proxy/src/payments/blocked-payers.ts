@@ -10,6 +10,14 @@ import type { GatewayContext, GatewayDatabase } from '../db';
 const MAX_BLOCKED_PER_SELLER = 10_000;
 const REFRESH_MS = 2_000;
 
+type BlockedRow = { payer: string; reason: string | null; created_at: Date };
+
+const entryOf = (row: BlockedRow) => ({
+  payer: row.payer,
+  reason: row.reason,
+  blockedAt: new Date(row.created_at).toISOString(),
+});
+
 /** `blocked_payers`, read by every replica every 2 s: a paid call from one is refused 403 before anything is charged. */
 export class BlockedPayers extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -44,19 +52,13 @@ export class BlockedPayers extends PolledTask implements BackgroundTask {
   }
 
   async list(sellerId: string) {
-    const rows = await sql<{ payer: string; reason: string | null; created_at: Date }>`select payer, reason,
-        created_at from blocked_payers where seller_id = ${sellerId} order by created_at desc`.execute(
-      this.db,
-    );
-    return rows.rows.map((r) => ({
-      payer: r.payer,
-      reason: r.reason,
-      blockedAt: new Date(r.created_at).toISOString(),
-    }));
+    const rows = await sql<BlockedRow>`select payer, reason, created_at from blocked_payers
+        where seller_id = ${sellerId} order by created_at desc`.execute(this.db);
+    return rows.rows.map(entryOf);
   }
 
-  async block(sellerId: string, payer: string, reason: string | null): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+  async block(sellerId: string, payer: string, reason: string | null) {
+    const entry = await this.db.transaction().execute(async (trx) => {
       // One seller's list at a time, so the count and the insert agree.
       await sql`select pg_advisory_xact_lock(hashtext(${`blocked_payers:${sellerId}`}))`.execute(trx);
       const count = await sql<{ n: number }>`select count(*)::int as n from blocked_payers
@@ -68,11 +70,14 @@ export class BlockedPayers extends PolledTask implements BackgroundTask {
           `a seller may block at most ${MAX_BLOCKED_PER_SELLER} payers`,
         );
       }
-      await sql`insert into blocked_payers (seller_id, payer, reason, created_at)
+      const written = await sql<BlockedRow>`insert into blocked_payers (seller_id, payer, reason, created_at)
           values (${sellerId}, ${payer}, ${reason}, ${this.now()})
-          on conflict (seller_id, payer) do update set reason = excluded.reason`.execute(trx);
+          on conflict (seller_id, payer) do update set reason = excluded.reason
+          returning payer, reason, created_at`.execute(trx);
+      return entryOf(written.rows[0]!);
     });
     this.remember(sellerId, payer);
+    return entry;
   }
 
   private remember(sellerId: string, payer: string): void {
@@ -136,10 +141,7 @@ export function blockedPayerRoutes(blocked: BlockedPayers, auth: SellerAuth): An
         '409': `too_many_blocked_payers (at most ${MAX_BLOCKED_PER_SELLER})`,
       },
       handler: async (req, res) => {
-        const payer = payerOf(req.params.address);
-        await blocked.block(sellerOf(req), payer, req.body?.reason ?? null);
-        const entry = (await blocked.list(sellerOf(req))).find((b) => b.payer === payer)!;
-        res.json(entry);
+        res.json(await blocked.block(sellerOf(req), payerOf(req.params.address), req.body?.reason ?? null));
       },
     }),
     defineRoute({
