@@ -30,7 +30,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     private readonly settings: Pick<GatewayProxyConfig, 'now' | 'retryWindowSeconds' | 'upstreamTimeoutMs'>,
   ) {
     super();
-    this.loop = new PollingLoop(() => this.closeDue().then(() => undefined), {
+    this.loop = new PollingLoop(() => this.closeDue(), {
       what: 'closing unserved paid calls',
       logger: ctx.logger,
       intervalMs: INTERVAL_MS,
@@ -38,10 +38,10 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
     });
   }
 
-  async closeDue(): Promise<number> {
+  private async closeDue(): Promise<void> {
     const now = this.settings.now();
     const before = new Date(now.getTime() - CLOSE_MARGIN_MS);
-    return this.ctx.inTransaction(async (trx) => {
+    await this.ctx.inTransaction(async (trx) => {
       const failed = await sql<ClosedClaim>`
         update payment_claims set state = 'unserved', updated_at = ${now}
           where id in (select id from payment_claims
@@ -54,8 +54,7 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
         const data = callFailed(claim, { outcome: 'timeout' }, now, new Date(claim.retry_until));
         await enqueueEvent(trx, createEvent('payment.call_failed', 'gateway-proxy', data));
       }
-      const closed = [...failed.rows, ...abandoned];
-      for (const claim of closed) {
+      for (const claim of [...failed.rows, ...abandoned]) {
         await enqueueEvent(
           trx,
           createEvent('payment.call_unserved', 'gateway-proxy', {
@@ -67,7 +66,6 @@ export class UnservedCalls extends PolledTask implements BackgroundTask {
           }),
         );
       }
-      return closed.length;
     });
   }
 

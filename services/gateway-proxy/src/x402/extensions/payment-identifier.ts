@@ -75,12 +75,10 @@ export class X402PaymentIds {
     return rebound ? { kind: 'bound', key, fresh: true } : this.bind(use, key, async () => false);
   }
 
-  async forgetOlderThan(before: Date, limit: number): Promise<number> {
-    const { rows } = await sql<{ payment_id: string }>`
+  async forgetOlderThan(before: Date, limit: number): Promise<void> {
+    await sql`
       delete from x402_payment_ids where (payer, payment_id) in (
         select payer, payment_id from x402_payment_ids where created_at < ${before}
-          order by created_at limit ${limit})
-      returning payment_id`.execute(this.db);
-    return rows.length;
+          order by created_at limit ${limit})`.execute(this.db);
   }
 }

@@ -303,13 +303,12 @@ export class X402Payments implements BackgroundTask {
     const claimed = await this.authorizations.claim(payment, purchase, version);
     if (!claimed) return this.settlement.presentedBefore(key, payment.signature, purchase);
     const countedAt = this.settings.now();
-    let overBudget: Refused | undefined;
-    try {
-      overBudget = await this.overRelayerBudget(payment.authorization.from, purchase.sellerId);
-    } catch (error) {
-      await this.authorizations.forget(claimed);
-      throw error;
-    }
+    const overBudget = await this.overRelayerBudget(payment.authorization.from, purchase.sellerId).catch(
+      async (error: unknown) => {
+        await this.authorizations.forget(claimed);
+        throw error;
+      },
+    );
     if (overBudget) {
       await this.authorizations.forget(claimed);
       return overBudget;
