@@ -143,13 +143,13 @@ function originOf(value: string): string | undefined {
 }
 
 /** The seller middleware's subscription(): a seller-wide subscription of the signed-in wallet; its nonce is spent here. */
-function signInVerifyRoute(deps: VerifyDeps, auth: SellerAuth): AnyRoute {
+function signInVerifyRoute(deps: VerifyDeps): AnyRoute {
   return defineRoute({
     method: 'post',
     path: SIGN_IN_VERIFY_PATH,
     summary:
       "Find the subscription of a wallet that signed in (x402 sign-in-with-x) for the seller middleware's subscription()",
-    auth: { scheme: 'apiKey', middleware: auth.middleware() },
+    auth: { scheme: 'apiKey', middleware: deps.sellerAuth.middleware() },
     body: SignInRequest,
     responses: {
       '200': Type.Union(
@@ -276,8 +276,7 @@ function validAnswer(
 
 /** POST /api/verify (the seller middleware's, with its API key) and GET /api/verify (public payment parameters). */
 export function verifyRoutes(deps: VerifyDeps): AnyRoute[] {
-  const auth = deps.sellerAuth;
-  return [paymentParametersRoute(deps), verifyPaymentRoute(deps, auth), signInVerifyRoute(deps, auth)];
+  return [paymentParametersRoute(deps), verifyPaymentRoute(deps), signInVerifyRoute(deps)];
 }
 
 function paymentParametersRoute(deps: VerifyDeps) {
@@ -302,13 +301,13 @@ function paymentParametersRoute(deps: VerifyDeps) {
   });
 }
 
-function verifyPaymentRoute(deps: VerifyDeps, auth: SellerAuth) {
+function verifyPaymentRoute(deps: VerifyDeps) {
   return defineRoute({
     method: 'post',
     path: '/api/verify',
     summary:
       "Verify a payment for the seller middleware; a valid payment is credited to the API key's seller",
-    auth: { scheme: 'apiKey', middleware: auth.middleware() },
+    auth: { scheme: 'apiKey', middleware: deps.sellerAuth.middleware() },
     body: VerifyRequest,
     bodyExamples: {
       payPerCall: {

@@ -55,9 +55,8 @@ export interface FacilitatorDeps {
 
 /** Paygate as a facilitator for sellers' x402 servers (escrow only); refusing a payment is x402's 200. */
 export function x402Routes(deps: FacilitatorDeps): AnyRoute[] {
-  const auth = deps.sellerAuth;
   const guard: SellerGuard = {
-    auth: { scheme: 'apiKey', middleware: auth.middleware() },
+    auth: { scheme: 'apiKey', middleware: deps.sellerAuth.middleware() },
     before: [
       rateLimitMiddleware(
         deps.limiter,
