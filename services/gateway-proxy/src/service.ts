@@ -84,18 +84,6 @@ function sharedLimiters(ctx: GatewayContext, config: GatewayProxyConfig) {
   };
 }
 
-function forwardingOptions(config: GatewayProxyConfig, keys: TicketKeyStore): ForwardOptions {
-  return {
-    timeoutMs: config.upstreamTimeoutMs,
-    signer: new RequestSigner(keys, config.now),
-    maxBodyBytes: config.proxyMaxBodyBytes,
-    dispatcher: sellerDispatcher(
-      { publicOnly: config.production },
-      { connections: FORWARD_CONNECTIONS_PER_ORIGIN, connectTimeoutMs: config.upstreamTimeoutMs },
-    ),
-  };
-}
-
 /** The gateway's stores, clients and payment paths, before any route. */
 async function buildParts(ctx: GatewayContext, config: GatewayProxyConfig, provider: JsonRpcProvider) {
   ctx.logger.info({ signatureRecovery: SIGNATURE_RECOVERY }, 'payment signatures recovered');
@@ -108,7 +96,15 @@ async function buildParts(ctx: GatewayContext, config: GatewayProxyConfig, provi
     new SecretBox(config.ticketKeyEncryptionKey, 'paygate-gateway-ticket-keys'),
   );
   await keys.init();
-  const forwarding = forwardingOptions(config, keys);
+  const forwarding: ForwardOptions = {
+    timeoutMs: config.upstreamTimeoutMs,
+    signer: new RequestSigner(keys, config.now),
+    maxBodyBytes: config.proxyMaxBodyBytes,
+    dispatcher: sellerDispatcher(
+      { publicOnly: config.production },
+      { connections: FORWARD_CONNECTIONS_PER_ORIGIN, connectTimeoutMs: config.upstreamTimeoutMs },
+    ),
+  };
   const forwardingKeys = new ForwardingKeys(ctx.bus, { timeoutMs: config.registryTimeoutMs });
   const limiters = sharedLimiters(ctx, config);
   const payments = new PaymentService(ctx, new ChainVerifier(provider, config), config);
