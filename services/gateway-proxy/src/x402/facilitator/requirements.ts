@@ -57,19 +57,10 @@ export type CheckedRequest =
     }
   | { ok: false; reason: X402Reason; message: string; payer?: string };
 
-type Config = Pick<
-  GatewayProxyConfig,
-  | 'chainId'
-  | 'usdcAddress'
-  | 'escrowAddress'
-  | 'x402MinAmountMicro'
-  | 'x402MaxTimeoutSeconds'
-  | 'x402FacilitatorMaxTimeoutSeconds'
->;
 type Refusal = { reason: X402Reason; message: string } | undefined;
 
 /** The seller's requirements must be Paygate's (`@x402/evm` itself verifies against any asset). */
-function refuseRequirements(config: Config, body: FacilitatorRequest): Refusal {
+function refuseRequirements(config: GatewayProxyConfig, body: FacilitatorRequest): Refusal {
   const r = body.paymentRequirements;
   const network = body.x402Version === 2 ? caip2(config.chainId) : v1NetworkOf(config.chainId);
   const amount = r.amount ?? r.maxAmountRequired;
@@ -98,7 +89,10 @@ function refuseRequirements(config: Config, body: FacilitatorRequest): Refusal {
   return undefined;
 }
 
-export function checkFacilitatorRequest(config: Config, body: FacilitatorRequest): CheckedRequest {
+export function checkFacilitatorRequest(
+  config: GatewayProxyConfig,
+  body: FacilitatorRequest,
+): CheckedRequest {
   let payment: DecodedX402Payment;
   try {
     payment = parseX402Payment(body.paymentPayload, body.x402Version);

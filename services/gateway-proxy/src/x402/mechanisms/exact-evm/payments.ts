@@ -24,20 +24,7 @@ import { type ChainReads, LOCAL_CHECKS, READ_CHECKS, runChecks, type X402Expecta
 
 export type { X402Outcome, X402Timings } from './settlement';
 
-export type X402Settings = Pick<
-  GatewayProxyConfig,
-  | 'chainId'
-  | 'usdcAddress'
-  | 'escrowAddress'
-  | 'x402MaxTimeoutSeconds'
-  | 'x402InclusionWaitMs'
-  | 'retryWindowSeconds'
-  | 'relayerTimeoutMs'
-  | 'x402RecoveryAfterMs'
-  | 'x402RecoveryIntervalMs'
-  | 'x402MinAmountMicro'
-  | 'now'
-> & {
+type X402Settings = GatewayProxyConfig & {
   relayerBudgets: { perPayer: SharedRateLimiter; perSeller: SharedRateLimiter };
 };
 
