@@ -50,13 +50,8 @@ export class TicketKeyStore {
   ) {}
 
   async init(): Promise<void> {
-    if (this.configuredPem) {
-      const privateKey = createPrivateKey(this.configuredPem);
-      const { kid, jwk, pem } = await describe(privateKey);
-      await sql`insert into ticket_keys (kid, private_key_sealed, public_jwk) values (${kid}, ${this.box.seal(pem)}, ${JSON.stringify(jwk)}::jsonb)
-        on conflict (kid) do nothing`.execute(this.db);
-      this.signing = { kid, privateKey };
-    } else {
+    if (this.configuredPem) this.signing = await this.store(this.db, createPrivateKey(this.configuredPem));
+    else {
       this.signing = await this.db.transaction().execute(async (trx) => {
         await sql`select pg_advisory_xact_lock(hashtext(current_schema() || '.ticket_keys'))`.execute(trx);
         const newest = await trx
@@ -66,16 +61,18 @@ export class TicketKeyStore {
           .limit(1)
           .executeTakeFirst();
         if (newest) return { kid: newest.kid, privateKey: createPrivateKey(this.openKey(newest)) };
-        const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-        const { kid, jwk, pem } = await describe(privateKey);
-        await trx
-          .insertInto('ticket_keys')
-          .values({ kid, private_key_sealed: this.box.seal(pem), public_jwk: JSON.stringify(jwk) })
-          .execute();
-        return { kid, privateKey };
+        return this.store(trx, generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey);
       });
     }
     await this.refreshJwks();
+  }
+
+  /** Sealed under its thumbprint; the configured key is stored once, whichever replica starts first. */
+  private async store(db: Kysely<GatewayDatabase>, privateKey: KeyObject): Promise<SigningKey> {
+    const { kid, jwk, pem } = await describe(privateKey);
+    await sql`insert into ticket_keys (kid, private_key_sealed, public_jwk) values (${kid}, ${this.box.seal(pem)}, ${JSON.stringify(jwk)}::jsonb)
+      on conflict (kid) do nothing`.execute(db);
+    return { kid, privateKey };
   }
 
   private openKey(row: { kid: string; private_key_sealed: string }): string {
