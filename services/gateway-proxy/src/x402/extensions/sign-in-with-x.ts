@@ -68,13 +68,8 @@ export class SignInWithX {
     } catch (error) {
       return refused(SIWX_REASONS.payload, error instanceof Error ? error.message : 'unreadable');
     }
-    let expected: URL;
-    try {
-      expected = new URL(origin);
-    } catch {
-      return refused(SIWX_REASONS.domainMismatch, `the expected origin ${origin} is not a URL`);
-    }
-    const validation = await validateSIWxMessage(payload, expected, { maxAge: MAX_AGE_MS });
+    // Both origins are parsed ones: the gateway's own, or the one /api/verify/sign-in checked.
+    const validation = await validateSIWxMessage(payload, new URL(origin), { maxAge: MAX_AGE_MS });
     if (!validation.isValid) return refused(validation.invalidReason, validation.invalidMessage);
     if (payload.chainId !== `eip155:${this.settings.chainId}`) {
       return refused(
