@@ -74,7 +74,7 @@ export interface X402AuthorizationsTable {
 }
 
 /** Ticket (and forward) signing keys, sealed under TICKET_KEY_ENCRYPTION_KEY. */
-export interface TicketKeysTable {
+interface TicketKeysTable {
   kid: string;
   private_key_sealed: string;
   public_jwk: Json<unknown>;
@@ -82,7 +82,7 @@ export interface TicketKeysTable {
 }
 
 /** x402's payment-identifier: one binding per payer and id, to a request fingerprint and an authorization. */
-export interface X402PaymentIdsTable {
+interface X402PaymentIdsTable {
   payer: string;
   payment_id: string;
   fingerprint: string;
@@ -94,7 +94,7 @@ export interface X402PaymentIdsTable {
 }
 
 /** The payers a seller refuses to sell to (lowercase addresses). */
-export interface BlockedPayersTable {
+interface BlockedPayersTable {
   seller_id: string;
   payer: string;
   reason: string | null;
@@ -102,7 +102,7 @@ export interface BlockedPayersTable {
 }
 
 /** x402's sign-in-with-x: each signed message's nonce, accepted once until it expires. */
-export interface SiwxNoncesTable {
+interface SiwxNoncesTable {
   nonce: string;
   address: string;
   domain: string;

@@ -15,7 +15,7 @@ import { paymentKindOf, type SkillSnapshot } from '../../skills/projection';
 import type { X402Payments } from '../mechanisms/exact-evm/payments';
 import { bazaarExtension } from './bazaar';
 
-export interface DiscoveryDeps {
+interface DiscoveryDeps {
   config: GatewayProxyConfig;
   db: Kysely<GatewayDatabase>;
   limiter: SharedRateLimiter;

@@ -9,7 +9,7 @@ export const RECEIPT_KEYS_PATH = '/.well-known/x402/receipt-keys';
 export const DID_DOCUMENT_PATH = '/.well-known/did.json';
 const ALGORITHM = 'ES256K';
 
-export interface OfferFields {
+interface OfferFields {
   resourceUrl: string;
   scheme: string;
   network: string;
@@ -19,14 +19,14 @@ export interface OfferFields {
   maxTimeoutSeconds: number;
 }
 
-export interface SignedArtifact {
+interface SignedArtifact {
   format: 'jws';
   acceptIndex?: number;
   signature: string;
 }
 
 /** The extension's fields and Paygate's (what was paid to whom, and what became of the call). */
-export interface ReceiptFields {
+interface ReceiptFields {
   network: string;
   resourceUrl: string;
   payer: string;
@@ -39,7 +39,7 @@ export interface ReceiptFields {
   status: number;
 }
 
-export interface ReceiptPublicKey {
+interface ReceiptPublicKey {
   kty: 'EC';
   crv: 'secp256k1';
   x: string;
@@ -63,7 +63,7 @@ export function developmentReceiptKey(chainId: number): Buffer {
   return createHash('sha256').update(`paygate-dev-only-receipt-signing-key:${chainId}`).digest();
 }
 
-export function didWebOf(publicBaseUrl: string): string {
+function didWebOf(publicBaseUrl: string): string {
   const url = new URL(publicBaseUrl);
   const path = url.pathname.replace(/\/+$/, '');
   const segments = path ? path.split('/').filter(Boolean).map(encodeURIComponent) : [];

@@ -3,15 +3,13 @@ import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../../db';
 import { type AuthorizationKey, keyOfRow } from '../mechanisms/exact-evm/authorizations';
 
-export interface PaymentIdUse {
+interface PaymentIdUse {
   payer: string;
   id: string;
   fingerprint: string;
 }
 
-export type PaymentIdBinding =
-  | { kind: 'bound'; key: AuthorizationKey; fresh: boolean }
-  | { kind: 'conflict' };
+type PaymentIdBinding = { kind: 'bound'; key: AuthorizationKey; fresh: boolean } | { kind: 'conflict' };
 
 /** Each part length-prefixed, so two requests agree only when every part does. */
 export function requestFingerprint(parts: readonly string[]): string {

@@ -28,18 +28,18 @@ const SWEEP_BATCH = 500;
 /** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
 const MAX_HEADER_BYTES = 8192;
 
-export interface SignInFailure {
+interface SignInFailure {
   reason: string;
   message: string;
   details?: Record<string, unknown>;
 }
 
 type SignInRefused = { ok: false; status: 402 | 503; failure: SignInFailure };
-export type SignInOutcome = { ok: true; address: string } | SignInRefused;
-export type SubscriptionOutcome = { ok: true; claim: PaymentClaim; address: string } | SignInRefused;
+type SignInOutcome = { ok: true; address: string } | SignInRefused;
+type SubscriptionOutcome = { ok: true; claim: PaymentClaim; address: string } | SignInRefused;
 
 /** `origin`: the one messages must name. */
-export type SignInSettings = Pick<GatewayProxyConfig, 'chainId' | 'rpcUrl' | 'rpcTimeoutMs' | 'now'> & {
+type SignInSettings = Pick<GatewayProxyConfig, 'chainId' | 'rpcUrl' | 'rpcTimeoutMs' | 'now'> & {
   origin: string;
 };
 

@@ -46,7 +46,7 @@ export const SettleResponse = Type.Object(
   { description: "x402's SettleResponse" },
 );
 
-export type CheckedRequest =
+type CheckedRequest =
   | {
       ok: true;
       payment: DecodedX402Payment;

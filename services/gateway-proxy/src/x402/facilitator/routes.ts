@@ -44,7 +44,7 @@ function serverTiming(started: number, phases: Record<string, number> = {}): str
 
 type SellerGuard = Required<Pick<Parameters<typeof defineRoute>[0], 'auth' | 'before'>>;
 
-export interface FacilitatorDeps {
+interface FacilitatorDeps {
   config: GatewayProxyConfig;
   sellerAuth: SellerAuth;
   limiter: SharedRateLimiter;

@@ -8,7 +8,7 @@ import type { DecodedX402Payment } from '../protocol';
 const COPY_POLL_MS = 50;
 const COPY_POLL_ROUNDS_MAX = 2000;
 
-export interface CopiesDeps {
+interface CopiesDeps {
   x402: Pick<X402Payments, 'settle' | 'authorizations' | 'staleAfterMs'>;
   config: Pick<GatewayProxyConfig, 'x402InclusionWaitMs' | 'relayerTimeoutMs' | 'now'>;
   copiesWaiting: Gauge<string>;

@@ -31,7 +31,7 @@ const SETTLEMENT_COLUMNS = [
   ['updated_at', 'timestamptz'],
 ] as const;
 
-export interface SettlementRecord {
+interface SettlementRecord {
   claimId: string | null;
   txHash: string;
   logIndex: number | null;

@@ -26,7 +26,7 @@ const domainOf = (token: TokenDomain) => ({
 });
 
 /** `@x402/evm`'s `readContract` over the gateway's own provider (its RPC, retries and timeouts); reads only. */
-export function contractReader(provider: JsonRpcProvider): Pick<FacilitatorEvmSigner, 'readContract'> {
+function contractReader(provider: JsonRpcProvider): Pick<FacilitatorEvmSigner, 'readContract'> {
   return {
     async readContract({ address, abi, functionName, args }) {
       const contract = new Interface(abi as InterfaceAbi);

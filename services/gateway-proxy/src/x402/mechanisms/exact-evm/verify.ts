@@ -13,10 +13,10 @@ export interface X402Expectation extends TokenDomain {
 }
 
 /** An authorization must stay valid this long after we accept it, so it can still be mined (@x402/evm uses 6 s). */
-export const VALID_BEFORE_MARGIN_SECONDS = 6;
+const VALID_BEFORE_MARGIN_SECONDS = 6;
 
 /** How far the payer's clock may run ahead of ours when it sets validBefore to its now + maxTimeoutSeconds. */
-export const VALID_BEFORE_SKEW_SECONDS = 30;
+const VALID_BEFORE_SKEW_SECONDS = 30;
 
 /** Any of them may throw (503). */
 export interface ChainReads {
@@ -25,7 +25,7 @@ export interface ChainReads {
   alreadyUsed(payment: DecodedX402Payment): Promise<boolean>;
 }
 
-export interface CheckInput {
+interface CheckInput {
   payment: DecodedX402Payment;
   expected: X402Expectation;
   nowSeconds: number;
@@ -36,7 +36,7 @@ export interface CheckInput {
 
 type Outcome = X402Refusal | undefined;
 
-export interface ExactEvmCheck {
+interface ExactEvmCheck {
   name: string;
   run(input: CheckInput): Outcome | Promise<Outcome>;
 }
