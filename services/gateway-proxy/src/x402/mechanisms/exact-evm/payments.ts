@@ -145,11 +145,6 @@ export class X402Payments implements BackgroundTask {
     };
   }
 
-  private async expectation(priceMicro: bigint, maxTimeoutSeconds?: number): Promise<X402Expectation> {
-    const terms = this.terms(priceMicro, await this.tokenDomain(), maxTimeoutSeconds);
-    return { ...terms, minAmountMicro: this.settings.x402MinAmountMicro };
-  }
-
   /** Every named check of verify.ts short of submitting (the facilitator's /verify; settling starts with it). */
   async verify(
     payment: DecodedX402Payment,
@@ -159,7 +154,8 @@ export class X402Payments implements BackgroundTask {
     const rpcDown = refused(503, chainUnavailable, 'the chain RPC did not answer; retry shortly');
     let expected: X402Expectation;
     try {
-      expected = await this.expectation(priceMicro, options.maxTimeoutSeconds);
+      const terms = this.terms(priceMicro, await this.tokenDomain(), options.maxTimeoutSeconds);
+      expected = { ...terms, minAmountMicro: this.settings.x402MinAmountMicro };
     } catch {
       return rpcDown;
     }
