@@ -34,7 +34,6 @@ import type { SkillSnapshot } from '../skills/projection';
 import { answerMeta, type OutcomeSources, recordedMeta } from './outcome';
 import { requestFor, skillNameOf, toolsOf } from './tools';
 
-const MCP_PATH = '/api/v1/mcp';
 const SKILLS_PER_PAGE = 50;
 /** The most of a seller's error answer (or of a 402 without requirements) a tool call reads. */
 const MAX_ERROR_TEXT_BYTES = 16 * 1024;
@@ -341,7 +340,7 @@ export function mcpRoutes(deps: McpDependencies): AnyRoute[] {
   return [
     defineRoute({
       method: 'post',
-      path: MCP_PATH,
+      path: '/api/v1/mcp',
       summary:
         'Every catalog endpoint as a paid MCP tool (Model Context Protocol, streamable HTTP, stateless)',
       description:

@@ -26,8 +26,6 @@ import { limitCall } from '../rate-limit';
 import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
 import { PaymentRequirementsBody } from '../x402/server/payment-required';
 
-const SIGN_IN_VERIFY_PATH = '/api/verify/sign-in';
-
 /** A decimal string: a JSON number's digits are a float's by the time the body is parsed. */
 const WirePrice = Type.String({
   pattern: UsdcAmount.pattern,
@@ -146,7 +144,7 @@ function originOf(value: string): string | undefined {
 function signInVerifyRoute(deps: VerifyDeps): AnyRoute {
   return defineRoute({
     method: 'post',
-    path: SIGN_IN_VERIFY_PATH,
+    path: '/api/verify/sign-in',
     summary:
       "Find the subscription of a wallet that signed in (x402 sign-in-with-x) for the seller middleware's subscription()",
     auth: { scheme: 'apiKey', middleware: deps.sellerAuth.middleware() },
