@@ -2,6 +2,7 @@ import { type AnyRoute, badRequest, defineRoute, notFound } from '@paygate/http'
 import { refundRequestMessage } from '@paygate/protocol';
 import type { SellerAuth } from '@paygate/seller-auth';
 import { verifyMessage } from 'ethers';
+import type { RequestHandler } from 'express';
 import { sql } from 'kysely';
 import { RefundRequestIdParam, SELLER_ERRORS, usdcField } from '../http/schemas';
 import {
@@ -43,171 +44,192 @@ const SIGNED_MESSAGE_SESSION = refundRequestMessage({ sessionId: '<sessionId>' }
 
 /** Buyers' refund requests: filed by the payer, followed by the buyer, decided by the merchant. */
 export function refundRequestRoutes(parts: RefundRouteContext, auth: SellerAuth): AnyRoute[] {
-  const { ctx, deps, seller } = parts;
-  const sellerIfKeyed = auth.middleware();
+  const kit = { ...parts, sellerIfKeyed: auth.middleware() };
   return [
-    // Only the payer files one, proven by a wallet signature over the request.
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/refund-requests',
-      operationId: 'createRefundRequest',
-      summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
-      description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\nchainId, nonce and expiresAt are sent in the body too: chainId must be this ledger's chain, expiresAt in the future and at most 24 hours ahead, and a signed request that was already decided is refused (409 refund_request_replayed), so a captured request cannot be filed again. @paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
-      body: RefundRequestBody,
-      bodyExamples: {
-        request: {
-          transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
-          reason: 'never arrived',
-          signature: `0x${'ab'.repeat(65)}`,
-        },
+    createRefundRequestRoute,
+    listRefundRequestsRoute,
+    getRefundRequestRoute,
+    approveRefundRequestRoute,
+    rejectRefundRequestRoute,
+  ].map((route) => route(kit));
+}
+
+type RefundRequestRouteKit = RefundRouteContext & { sellerIfKeyed: RequestHandler };
+
+// Only the payer files one, proven by a wallet signature over the request.
+function createRefundRequestRoute({ ctx, deps }: RefundRequestRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests',
+    operationId: 'createRefundRequest',
+    summary: 'Buyer: ask the merchant for a refund (signed by the payer wallet, no API key)',
+    description: `Name the payment by exactly one of transactionId, txHash (the on-chain transfer; logIndex too when one transaction made several payments into escrow) or sessionId (the checkout session it paid). The payer proves it is the payer with an EIP-191 personal_sign signature over exactly this message (lines separated by \\n, no trailing newline):\n\n\`\`\`\n${SIGNED_MESSAGE}\n\`\`\`\n\nor, naming the transfer (without the log index line when logIndex is not given; txHash lowercase):\n\n\`\`\`\n${SIGNED_MESSAGE_TX}\n\`\`\`\n\nor, naming the checkout session:\n\n\`\`\`\n${SIGNED_MESSAGE_SESSION}\n\`\`\`\n\nchainId, nonce and expiresAt are sent in the body too: chainId must be this ledger's chain, expiresAt in the future and at most 24 hours ahead, and a signed request that was already decided is refused (409 refund_request_replayed), so a captured request cannot be filed again. @paygate/agent-client builds and signs it (agent.requestRefund). The answer carries the request id, its status and the transactionId; GET /api/v1/refund-requests/{id} follows it without a key. The request is pending until the merchant approves (a refund is booked) or rejects it; one pending request per transaction: the same signed request sent again answers 200 with the request it made (Idempotent-Replayed: true), another one 409. Raises refund.requested.`,
+    body: RefundRequestBody,
+    bodyExamples: {
+      request: {
+        transactionId: 'txn_01KAQ3T0000X7Q0E4W9T6B2M8C',
+        reason: 'never arrived',
+        signature: `0x${'ab'.repeat(65)}`,
       },
-      responses: {
-        '201': { description: 'the pending request', schema: RefundRequest },
-        '200': {
-          description:
-            'the same signed request sent again while it is pending (a retry): the request it made, with Idempotent-Replayed: true; nothing is raised twice',
-          schema: RefundRequest,
-        },
+    },
+    responses: {
+      '201': { description: 'the pending request', schema: RefundRequest },
+      '200': {
+        description:
+          'the same signed request sent again while it is pending (a retry): the request it made, with Idempotent-Replayed: true; nothing is raised twice',
+        schema: RefundRequest,
       },
-      errors: {
-        '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
-        '403': 'not_payer: signed by another wallet than the payer (field signature)',
-        '404':
-          'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
-        '409':
-          'nothing_refundable | refund_request_pending: another request (another reason) is pending; error.refundRequestId names it',
-      },
-      handler: async (req, res) => {
-        const body = req.body;
-        const target = refundTargetOf(body);
-        const signing = checkRefundRequestSigning(body, deps.config.chainId, deps.now());
-        let signer: string;
-        try {
-          signer = verifyMessage(refundRequestMessage(target, body.reason, signing), body.signature);
-        } catch {
-          throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
-        }
-        const outcome = await ctx.inTransaction((trx) => fileRefundRequest(trx, deps, target, body, signer));
-        if (outcome.replayed) res.setHeader('Idempotent-Replayed', 'true');
-        res.status(outcome.replayed ? 200 : 201).json(outcome.view);
-      },
-    }),
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/refund-requests',
-      operationId: 'listRefundRequests',
-      summary: "The calling seller's refund requests, newest first",
-      auth: seller,
-      query: RefundRequestListQuery,
-      responses: { '200': { description: 'at most 100 requests', schema: RefundRequestList } },
-      errors: { '400': 'invalid_request (bad status)', ...SELLER_ERRORS },
-      handler: async (req, res) => {
-        const { status } = req.query;
-        const rows =
-          await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq where seller_id = ${sellerOf(req)}
-          and (${status ?? null}::text is null or status = ${status ?? null}) order by created_at desc limit 100`.execute(
-            ctx.db,
-          );
-        res.json({ data: rows.rows.map(requestView) });
-      },
-    }),
-    // Public for the buyer (the rrq_ id is unguessable); with a seller key, only that seller's.
-    defineRoute({
-      method: 'get',
-      path: '/api/v1/refund-requests/:id',
-      operationId: 'getRefundRequest',
-      summary: "A refund request's status: public for the buyer (no key), or the calling seller's own",
-      description:
-        "Without Authorization anyone holding the request id (rrq_…, unguessable) reads its status, its refund and the refund transfer (refund.refundTxHash once completed). With a seller key only that seller's requests are found.",
-      auth: {
-        scheme: 'apiKey',
-        optional: true,
-        middleware: (req, res, next) => (req.headers.authorization ? sellerIfKeyed(req, res, next) : next()),
-      },
-      params: RefundRequestIdParam,
-      responses: { '200': { description: 'the request', schema: RefundRequest } },
-      errors: { ...SELLER_ERRORS, '404': 'not_found' },
-      handler: async (req, res) => {
-        const sellerId = req.seller?.sellerId ?? null;
-        const rows = await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq
-            where id = ${req.params.id} and (${sellerId}::text is null or seller_id = ${sellerId})`.execute(
+    },
+    errors: {
+      '400': 'invalid_request: a field breaks a rule, or the signature is not an EIP-191 signature',
+      '403': 'not_payer: signed by another wallet than the payer (field signature)',
+      '404':
+        'transaction_not_found: no payment on the books for this transactionId, txHash or sessionId (yet)',
+      '409':
+        'nothing_refundable | refund_request_pending: another request (another reason) is pending; error.refundRequestId names it',
+    },
+    handler: async (req, res) => {
+      const body = req.body;
+      const target = refundTargetOf(body);
+      const signing = checkRefundRequestSigning(body, deps.config.chainId, deps.now());
+      let signer: string;
+      try {
+        signer = verifyMessage(refundRequestMessage(target, body.reason, signing), body.signature);
+      } catch {
+        throw badRequest('signature', 'must be an EIP-191 signature of the refund request message');
+      }
+      const outcome = await ctx.inTransaction((trx) => fileRefundRequest(trx, deps, target, body, signer));
+      if (outcome.replayed) res.setHeader('Idempotent-Replayed', 'true');
+      res.status(outcome.replayed ? 200 : 201).json(outcome.view);
+    },
+  });
+}
+
+function listRefundRequestsRoute({ ctx, seller }: RefundRequestRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/refund-requests',
+    operationId: 'listRefundRequests',
+    summary: "The calling seller's refund requests, newest first",
+    auth: seller,
+    query: RefundRequestListQuery,
+    responses: { '200': { description: 'at most 100 requests', schema: RefundRequestList } },
+    errors: { '400': 'invalid_request (bad status)', ...SELLER_ERRORS },
+    handler: async (req, res) => {
+      const { status } = req.query;
+      const rows =
+        await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq where seller_id = ${sellerOf(req)}
+        and (${status ?? null}::text is null or status = ${status ?? null}) order by created_at desc limit 100`.execute(
           ctx.db,
         );
-        if (!rows.rows[0]) throw notFound('refund request');
-        res.json(requestView(rows.rows[0]));
+      res.json({ data: rows.rows.map(requestView) });
+    },
+  });
+}
+
+// Public for the buyer (the rrq_ id is unguessable); with a seller key, only that seller's.
+function getRefundRequestRoute({ ctx, sellerIfKeyed }: RefundRequestRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'get',
+    path: '/api/v1/refund-requests/:id',
+    operationId: 'getRefundRequest',
+    summary: "A refund request's status: public for the buyer (no key), or the calling seller's own",
+    description:
+      "Without Authorization anyone holding the request id (rrq_…, unguessable) reads its status, its refund and the refund transfer (refund.refundTxHash once completed). With a seller key only that seller's requests are found.",
+    auth: {
+      scheme: 'apiKey',
+      optional: true,
+      middleware: (req, res, next) => (req.headers.authorization ? sellerIfKeyed(req, res, next) : next()),
+    },
+    params: RefundRequestIdParam,
+    responses: { '200': { description: 'the request', schema: RefundRequest } },
+    errors: { ...SELLER_ERRORS, '404': 'not_found' },
+    handler: async (req, res) => {
+      const sellerId = req.seller?.sellerId ?? null;
+      const rows = await sql<RefundRequestRow>`select * from ${requestsWithRefund} rq
+          where id = ${req.params.id} and (${sellerId}::text is null or seller_id = ${sellerId})`.execute(
+        ctx.db,
+      );
+      if (!rows.rows[0]) throw notFound('refund request');
+      res.json(requestView(rows.rows[0]));
+    },
+  });
+}
+
+// Books the refund: all that remains unless `amount` says less.
+function approveRefundRequestRoute({ ctx, deps, seller, refundRateLimit }: RefundRequestRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests/:id/approve',
+    operationId: 'approveRefundRequest',
+    summary:
+      'Merchant: approve a pending request; books the refund (all that remains unless amount says less)',
+    description: `The refund follows the rules of POST /api/v1/refunds: at least REFUND_MIN_AMOUNT unless all that remains (the default), at most REFUND_MAX_PARTIAL_PER_TRANSACTION partial refunds per transaction, and counted in the seller's REFUNDS_PER_MINUTE. ${FEE_RULE}`,
+    auth: seller,
+    before: [refundRateLimit],
+    params: RefundRequestIdParam,
+    headers: [idempotencyKey],
+    body: ApproveBody,
+    bodyOptional: true,
+    bodyExamples: { all: {}, part: { amount: '2' } },
+    responses: {
+      '200': {
+        description: 'the request, now approved, with the booked refund',
+        schema: RefundRequestApproved,
       },
-    }),
-    // Books the refund: all that remains unless `amount` says less.
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/refund-requests/:id/approve',
-      operationId: 'approveRefundRequest',
-      summary:
-        'Merchant: approve a pending request; books the refund (all that remains unless amount says less)',
-      description: `The refund follows the rules of POST /api/v1/refunds: at least REFUND_MIN_AMOUNT unless all that remains (the default), at most REFUND_MAX_PARTIAL_PER_TRANSACTION partial refunds per transaction, and counted in the seller's REFUNDS_PER_MINUTE. ${FEE_RULE}`,
-      auth: seller,
-      before: [parts.refundRateLimit],
-      params: RefundRequestIdParam,
-      headers: [idempotencyKey],
-      body: ApproveBody,
-      bodyOptional: true,
-      bodyExamples: { all: {}, part: { amount: '2' } },
-      responses: {
-        '200': {
-          description: 'the request, now approved, with the booked refund',
-          schema: RefundRequestApproved,
-        },
-      },
-      errors: {
-        '400': 'invalid_request (amount below REFUND_MIN_AMOUNT and not all that remains: error.minimum)',
-        ...SELLER_ERRORS,
-        '404': 'not_found: no such request for this seller',
-        '409':
-          'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | too_many_partial_refunds | insufficient_seller_balance | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
-        '429': REFUND_RATE_LIMIT_ERROR,
-      },
-      handler: async (req, res) => {
-        const body = req.body ?? {};
-        const amountMicro = usdcField('amount', body.amount);
-        // Books a refund: a deadlock with a hold release or a payment booking runs it again.
-        await sendSellerWrite(
-          ctx,
-          req,
-          res,
-          (trx, sellerId) => approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
-          { retryConflicts: true },
+    },
+    errors: {
+      '400': 'invalid_request (amount below REFUND_MIN_AMOUNT and not all that remains: error.minimum)',
+      ...SELLER_ERRORS,
+      '404': 'not_found: no such request for this seller',
+      '409':
+        'refund_request_not_pending | nothing_refundable (no amount given and nothing remains) | amount_exceeds_refundable | too_many_partial_refunds | insufficient_seller_balance | insufficient_platform_revenue | transaction_reversed | idempotency_key_reused',
+      '429': REFUND_RATE_LIMIT_ERROR,
+    },
+    handler: async (req, res) => {
+      const body = req.body ?? {};
+      const amountMicro = usdcField('amount', body.amount);
+      // Books a refund: a deadlock with a hold release or a payment booking runs it again.
+      await sendSellerWrite(
+        ctx,
+        req,
+        res,
+        (trx, sellerId) => approveRefundRequest(trx, deps, req.params.id, sellerId, amountMicro),
+        { retryConflicts: true },
+      );
+    },
+  });
+}
+
+function rejectRefundRequestRoute({ ctx, deps, seller }: RefundRequestRouteKit): AnyRoute {
+  return defineRoute({
+    method: 'post',
+    path: '/api/v1/refund-requests/:id/reject',
+    operationId: 'rejectRefundRequest',
+    summary: 'Merchant: reject a pending request',
+    auth: seller,
+    params: RefundRequestIdParam,
+    headers: [idempotencyKey],
+    body: RejectBody,
+    bodyOptional: true,
+    bodyExamples: { reason: { reason: 'delivered' } },
+    responses: { '200': { description: 'the request, now rejected', schema: RefundRequest } },
+    errors: {
+      '400': 'invalid_request',
+      ...SELLER_ERRORS,
+      '404': 'not_found',
+      '409': 'refund_request_not_pending | idempotency_key_reused',
+    },
+    handler: async (req, res) => {
+      const body = req.body ?? {};
+      await sendSellerWrite(ctx, req, res, async (trx, sellerId) => {
+        const request = await lockPendingRequest(trx, req.params.id, sellerId);
+        const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
+            decision_reason = ${body.reason ?? null}, decided_at = ${deps.now()} where id = ${request.id} returning *`.execute(
+          trx,
         );
-      },
-    }),
-    defineRoute({
-      method: 'post',
-      path: '/api/v1/refund-requests/:id/reject',
-      operationId: 'rejectRefundRequest',
-      summary: 'Merchant: reject a pending request',
-      auth: seller,
-      params: RefundRequestIdParam,
-      headers: [idempotencyKey],
-      body: RejectBody,
-      bodyOptional: true,
-      bodyExamples: { reason: { reason: 'delivered' } },
-      responses: { '200': { description: 'the request, now rejected', schema: RefundRequest } },
-      errors: {
-        '400': 'invalid_request',
-        ...SELLER_ERRORS,
-        '404': 'not_found',
-        '409': 'refund_request_not_pending | idempotency_key_reused',
-      },
-      handler: async (req, res) => {
-        const body = req.body ?? {};
-        await sendSellerWrite(ctx, req, res, async (trx, sellerId) => {
-          const request = await lockPendingRequest(trx, req.params.id, sellerId);
-          const updated = await sql<RefundRequestRow>`update refund_requests set status = 'rejected',
-              decision_reason = ${body.reason ?? null}, decided_at = ${deps.now()} where id = ${request.id} returning *`.execute(
-            trx,
-          );
-          return { status: 200, body: requestView(updated.rows[0]!) };
-        });
-      },
-    }),
-  ];
+        return { status: 200, body: requestView(updated.rows[0]!) };
+      });
+    },
+  });
 }
