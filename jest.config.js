@@ -11,6 +11,7 @@ const transform = {
 };
 
 const { bundledPackageMappings } = require('./jest.bundles');
+const { WORKERS } = require('./jest.workers');
 
 /**
  * Chaos runs have their own targets (issue 22: `make test` keeps every kind of test, the chaos seeds go to `make
@@ -41,9 +42,8 @@ module.exports = async () => {
     })),
     testSequencer: path.join(__dirname, 'jest.sequencer.js'),
     testTimeout: 60000,
-    // Three workers on two cores: many suites wait on the chain, timers or child processes, and a third worker keeps
-    // the CPUs busy meanwhile (a clean-clone make test took 6 min 22 s instead of about 7.5).
-    maxWorkers: 3,
+    // jest.workers.js: four on two cores, two of them at most in a whole-system suite.
+    maxWorkers: WORKERS,
     // A worker's heap grew from about 150 MB to 800 MB over its suites (jest --logHeapUsage: each suite's module
     // registry is not all given back), and garbage collection took a growing share of its CPU (16% of a serial run's,
     // four times as much per minute at the end as at the start). A worker above this is replaced by a fresh one.

@@ -1,11 +1,12 @@
 /**
- * jest's node environment, plus one thing: a bigint can be sent from a worker to the runner. A failed assertion on a
+ * jest's node environment, plus two things. A whole-system suite holds a slot (below). And a bigint can be sent from a worker to the runner. A failed assertion on a
  * bigint (`expect(balance).toBe(6n)`) is reported through JSON, which throws on bigints, and the run showed "Do not
  * know how to serialize a BigInt" instead of the failure. Only this realm (the worker's, which serializes results)
  * gets `BigInt.prototype.toJSON`; tests run in their own vm context, whose BigInt is untouched, so code under test
  * still cannot put a bigint into JSON by accident.
  */
-const { TestEnvironment } = require('jest-environment-node');
+const { TestEnvironment: NodeEnvironment } = require('jest-environment-node');
+const { wholeSystemSlot } = require('./jest.workers');
 
 if (!Object.hasOwn(BigInt.prototype, 'toJSON')) {
   Object.defineProperty(BigInt.prototype, 'toJSON', {
@@ -13,6 +14,25 @@ if (!Object.hasOwn(BigInt.prototype, 'toJSON')) {
       return `${this}n`;
     },
   });
+}
+
+/** Holds one of the run's whole-system slots (jest.workers.js) from setup to teardown, for a suite that needs one. */
+class TestEnvironment extends NodeEnvironment {
+  constructor(config, context) {
+    super(config, context);
+    this.slotPath = context.testPath;
+  }
+  async setup() {
+    this.releaseSlot = await wholeSystemSlot(this.slotPath);
+    return super.setup();
+  }
+  async teardown() {
+    try {
+      await super.teardown();
+    } finally {
+      this.releaseSlot?.();
+    }
+  }
 }
 
 module.exports = TestEnvironment;

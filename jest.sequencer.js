@@ -8,11 +8,14 @@
  *
  * A suite the file does not know (new since the file was written) is estimated from its size at the median
  * seconds per byte of the known ones; a suite that failed in this checkout's last run (jest's cache) goes first.
- * `tsx deploy/scripts/test-timings.ts <jest --json output>` rewrites the file from a run.
+ * `tsx deploy/scripts/test-timings.ts <jest --json output>` rewrites the file from a run. The longest-first list is
+ * then dealt as jest.workers.js schedules it, so that no more whole-system suites start together than have slots.
  */
 const Sequencer = require('@jest/test-sequencer').default;
 const fs = require('node:fs');
 const path = require('node:path');
+
+const { slotAwareOrder } = require('./jest.workers');
 
 const TIMINGS_FILE = path.join(__dirname, 'jest.timings.json');
 
@@ -54,7 +57,10 @@ class LongestFirstSequencer extends Sequencer {
       ]),
     );
     const failed = (test) => (this.hasFailed(test) ? 1 : 0);
-    return [...cached].sort((a, b) => failed(b) - failed(a) || estimate.get(b) - estimate.get(a));
+    const longestFirst = [...cached].sort(
+      (a, b) => failed(b) - failed(a) || estimate.get(b) - estimate.get(a),
+    );
+    return slotAwareOrder(longestFirst, (test) => estimate.get(test));
   }
 }
 
