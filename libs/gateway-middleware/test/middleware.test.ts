@@ -66,7 +66,7 @@ describe('@paygate/gateway-middleware against the real gateway-proxy', () => {
     await h?.stop();
   });
 
-  it('answers 402 with the SPEC body of each constructor', async () => {
+  it('answers 402 with the documented 402 body of each constructor', async () => {
     const common = {
       network: 'local',
       chainId: 31337,

@@ -26,7 +26,7 @@ describe('checkout config', () => {
     ).toBe('0x14dC79964da2C08b23698B3D3cc7Ca32193d9955');
   });
 
-  it("holds a session without a skill for the Service type's default (SPEC's table), or DEFAULT_HOLD_PERIOD_HOURS", () => {
+  it("holds a session without a skill for the Service type's default (docs/api.md's holdPeriodHours defaults), or DEFAULT_HOLD_PERIOD_HOURS", () => {
     expect(loadConfig(base).defaultHoldPeriodHours).toBe(48);
     expect(loadConfig({ ...base, DEFAULT_HOLD_PERIOD_HOURS: '0' }).defaultHoldPeriodHours).toBe(0);
     expect(() => loadConfig({ ...base, DEFAULT_HOLD_PERIOD_HOURS: '169' })).toThrow(

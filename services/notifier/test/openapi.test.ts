@@ -70,7 +70,7 @@ describe('notifier OpenAPI document, built from the route declarations', () => {
     expect(refund.properties.data.required).toEqual(
       expect.arrayContaining(['event', 'transactionId', 'refundTxHash', 'amount']),
     );
-    // SPEC's fields are the body's own, as well as data's.
+    // The payload fields docs/api.md lists are the body's own, as well as data's.
     expect(refund.required).toEqual(
       expect.arrayContaining(['event', 'transactionId', 'refundTxHash', 'amount']),
     );

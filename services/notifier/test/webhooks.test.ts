@@ -266,7 +266,7 @@ describe('notifier webhooks', () => {
     });
   });
 
-  it("puts SPEC's payload fields at the top level of the body, beside id, createdAt and data", async () => {
+  it('puts the documented payload fields at the top level of the body, beside id, createdAt and data', async () => {
     const ids = {
       requested: await publish(bus, 'refund.requested', 'escrow-ledger', {
         event: 'refund.requested',
@@ -308,7 +308,7 @@ describe('notifier webhooks', () => {
       return JSON.parse(received.body);
     };
 
-    // A receiver written from SPEC's table reads these fields from the body itself.
+    // A receiver written from docs/api.md's table reads these fields from the body itself.
     const requested = await bodyOf(ids.requested);
     expect({
       event: requested.event,

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { sellerFetch } from '@paygate/net';
 import { PASSING_HEAD_STATUSES, PASSING_HEAD_STATUSES_NOT_GET, probeEndpoint } from '../src/validation/probe';
 
-/** Which HEAD answers count as "the endpoint responds" (SPEC validation check 2), against a real server. */
+/** Which HEAD answers count as "the endpoint responds" (docs/api.md, "Validation and health pings"), against a real server. */
 describe('validation HEAD statuses', () => {
   let server: http.Server;
   let base: string;
