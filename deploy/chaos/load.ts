@@ -252,10 +252,19 @@ export async function payment(
   return 'not served (gave up)';
 }
 
-export async function x402(options: LoadOptions, buyer: Wallet, seller: Seller): Promise<string> {
+export async function x402(
+  options: LoadOptions,
+  buyer: Wallet,
+  seller: Seller,
+  phasesMs?: Map<string, number[]>,
+): Promise<string> {
   options.record.requests += 2;
   const outcome = await payWithX402(`${options.baseUrl}/api/v1/skills/${seller.skill}/work`, buyer);
   if (outcome.status === 200 && outcome.txHash) {
+    for (const [phase, ms] of Object.entries(outcome.phasesMs ?? {})) {
+      if (!phasesMs?.has(phase)) phasesMs?.set(phase, []);
+      phasesMs?.get(phase)?.push(ms);
+    }
     recordServed(options.record, outcome.txHash, { sellerId: seller.sellerId, amount: '' }, () => 1);
     return 'served';
   }

@@ -160,7 +160,7 @@ export class ChaosPostgres {
 }
 
 /** The pids whose parent is `parent` (from /proc). */
-function childPids(parent: number): number[] {
+export function childPids(parent: number): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;

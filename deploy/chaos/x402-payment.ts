@@ -13,14 +13,34 @@ export interface X402Outcome {
   /** The relayer's transaction, from the PAYMENT-RESPONSE header of a served call. */
   txHash?: string;
   code?: string;
+  /** Milliseconds by phase: `challenge` (the first 402), `client` (x402/fetch's own 402 and signing), `paid` (the paid
+   * request), and the gateway's Server-Timing phases of the paid request. */
+  phasesMs?: Record<string, number>;
+}
+
+/** `verify;dur=1.2, include;dur=800` as `{ verify: 1.2, include: 800 }`. */
+export function serverTimingPhases(header: string | null): Record<string, number> {
+  const phases: Record<string, number> = {};
+  for (const part of (header ?? '').split(',')) {
+    const match = /^\s*([\w-]+);dur=([\d.]+)/.exec(part);
+    if (match) phases[match[1]!] = Number(match[2]);
+  }
+  return phases;
 }
 
 export async function payWithX402(url: string, buyer: Wallet): Promise<X402Outcome> {
+  const startedAt = performance.now();
   const challenge = await fetch(url, { signal: AbortSignal.timeout(15_000) });
+  const challengeMs = performance.now() - startedAt;
   const required = challenge.headers.get('payment-required');
   if (challenge.status !== 402 || !required) return { status: challenge.status, code: 'no x402 challenge' };
   const accepts = JSON.parse(Buffer.from(required, 'base64').toString('utf8')).accepts[0];
-  const pay = wrapFetchWithPaymentFromConfig(fetch, {
+  let lastRequestStartedAt = 0;
+  const timedFetch: typeof fetch = (input, init) => {
+    lastRequestStartedAt = performance.now();
+    return fetch(input, init);
+  };
+  const pay = wrapFetchWithPaymentFromConfig(timedFetch, {
     schemes: [
       {
         network: accepts.network,
@@ -31,7 +51,15 @@ export async function payWithX402(url: string, buyer: Wallet): Promise<X402Outco
       allowedAssets: [{ network: accepts.network, asset: accepts.asset, maxAmountPerPayment: '100000' }],
     },
   });
+  const payStartedAt = performance.now();
   const response = await pay(url, { signal: AbortSignal.timeout(40_000) });
+  const answeredAt = performance.now();
+  const phasesMs = {
+    challenge: challengeMs,
+    client: lastRequestStartedAt - payStartedAt,
+    paid: answeredAt - lastRequestStartedAt,
+    ...serverTimingPhases(response.headers.get('server-timing')),
+  };
   const settled = response.headers.get('payment-response');
   const body = (await response.json().catch(() => null)) as {
     error?: string | { code?: string };
@@ -42,5 +70,6 @@ export async function payWithX402(url: string, buyer: Wallet): Promise<X402Outco
     status: response.status,
     ...(settled ? { txHash: decodePaymentResponseHeader(settled).transaction } : {}),
     ...(response.status !== 200 ? { code } : {}),
+    phasesMs,
   };
 }

@@ -7,6 +7,7 @@
  *
  *   LOAD_SECONDS          the load's length (default 300); the run as a whole is bounded at LOAD_SECONDS + 420 s
  *   LOAD_X402_AGENTS      x402 payers with the unmodified @x402/fetch (default 48), and as many reference payers
+ *   LOAD_REFERENCE_AGENTS the reference facilitator's payers (default: as many as LOAD_X402_AGENTS; 0 measures Paygate alone)
  *   LOAD_PROOF_AGENTS     tx-hash proof payers (default 6)
  *   LOAD_MCP_AGENTS       MCP tool callers (default 4)
  *   LOAD_SUBSCRIBERS      subscribers repeating calls on a subscription (default 4)
@@ -44,6 +45,7 @@ import {
   runAgents,
 } from './agents';
 import { measureCpu } from './cpu';
+import { measurePostgresWork } from './postgres-work';
 import type { ReferenceSetup } from './reference-process';
 import type { StartLine } from './side-io';
 import type { X402Setup, X402SideRecord } from './x402-process';
@@ -58,7 +60,7 @@ const RELAYER_KEYS = Number(process.env.LOAD_RELAYER_KEYS ?? 4);
 
 const counts: Record<AgentKind, number> = {
   x402: Number(process.env.LOAD_X402_AGENTS ?? 48),
-  reference: Number(process.env.LOAD_X402_AGENTS ?? 48),
+  reference: Number(process.env.LOAD_REFERENCE_AGENTS ?? process.env.LOAD_X402_AGENTS ?? 48),
   txHashProof: Number(process.env.LOAD_PROOF_AGENTS ?? 6),
   mcp: Number(process.env.LOAD_MCP_AGENTS ?? 4),
   subscriber: Number(process.env.LOAD_SUBSCRIBERS ?? 4),
@@ -180,6 +182,7 @@ async function loadRun(run: ChaosRun, extraRelayerKeys: ReadonlyArray<{ address:
 
   const record = emptyRecord();
   const agents = emptyAgentRecords();
+  let x402PhasesMs: Array<[string, number[]]> = [];
   // Set once every side process is ready (their start-up on a busy host is not load time).
   let loadEndsAt = Number.POSITIVE_INFINITY;
   const shouldStop = () => Date.now() >= loadEndsAt;
@@ -222,10 +225,11 @@ async function loadRun(run: ChaosRun, extraRelayerKeys: ReadonlyArray<{ address:
   loadEndsAt = Date.now() + LOAD_SECONDS * 1000;
   for (const side of [reference, x402Side]) side.start({ endsAt: loadEndsAt });
   const postmaster = await postmasterPid(system.postgres.url);
+  const postgresWork = await measurePostgresWork(system.postgres.url);
   const cpu = measureCpu(() => [
     ...system.replicas.map((r) => ({ name: r.id, pid: r.child?.pid })),
     ...system.nats.nodes.map((node, i) => ({ name: `nats-server #${i + 1}`, pid: node.child?.pid })),
-    { name: 'postgres (all backends)', pid: postmaster },
+    { name: 'postgres (all backends)', pid: postmaster, withChildren: true },
     { name: 'anvil', pid: system.anvil.process.pid },
     { name: 'load agents + balancer + RPC proxy (this process)', pid: process.pid },
     { name: 'Paygate x402 payers (own process)', pid: x402Side.child.pid },
@@ -265,12 +269,14 @@ async function loadRun(run: ChaosRun, extraRelayerKeys: ReadonlyArray<{ address:
     }
     record.successTimes.push(...x402Record.successTimes);
     record.requests += x402Record.requests;
+    x402PhasesMs = x402Record.phasesMs;
   } finally {
     clearInterval(progress);
   }
   // Each agent finishes the operation it had in flight: the rates are over the load's own length.
   const loadSeconds = (performance.now() - loadStarted) / 1000;
   const cpuByProcess = cpu.stop();
+  const postgres = await postgresWork.stop();
   log(`load over after ${loadSeconds.toFixed(0)} s; draining`);
   const drainStarted = Date.now();
   const quietAt = await drainUntilQuiet(system.postgres.url, drainStarted + DRAIN_BOUND_MS, log);
@@ -318,7 +324,19 @@ async function loadRun(run: ChaosRun, extraRelayerKeys: ReadonlyArray<{ address:
       // answer); the reference's is a facilitator settle alone.
       goal: { settlementsPerSecond: 100, p99Ms: BLOCK_MS + 500 },
     },
+    /** Where a served x402 call's time went (deploy/chaos/x402-payment.ts `phasesMs`). */
+    x402PhasesMs: Object.fromEntries(
+      x402PhasesMs.map(([phase, values]) => {
+        const { p50Ms, p99Ms } = stats(values, loadSeconds);
+        return [phase, { p50Ms, p99Ms }];
+      }),
+    ),
     cpuByProcess,
+    /** Over the load: commits and rows written, also per paid call served (all kinds). */
+    postgres: {
+      ...postgres,
+      paidCalls: x402.done + byKind.txHashProof!.done + byKind.mcp!.done,
+    },
     drainedSeconds: quietAt === null ? null : Math.round((quietAt - drainStarted) / 1000),
     replicaCrashes: crashes,
     invariants,
@@ -394,8 +412,18 @@ function printReport(report: Awaited<ReturnType<typeof loadRun>>): void {
       `${kind.padEnd(12)} ${String(s.agents).padStart(6)} ${String(s.done).padStart(6)} ${s.perSecond.toFixed(2).padStart(7)} ${String(s.p50Ms).padStart(9)} ${String(s.p99Ms).padStart(8)}`,
     );
   }
+  console.log('\nwhere a served x402 call spent its time (ms, p50 / p99):');
+  for (const [phase, t] of Object.entries(report.x402PhasesMs))
+    console.log(`  ${phase.padEnd(10)} ${t.p50Ms} / ${t.p99Ms}`);
   console.log('\nCPU by process (cores over the load):');
   for (const p of report.cpuByProcess) console.log(`  ${p.cores.toFixed(2)}  ${p.process}`);
+  const { commits, paidCalls, rowsWrittenByTable } = report.postgres;
+  const perCall = (n: number) => (paidCalls > 0 ? (n / paidCalls).toFixed(1) : '-');
+  console.log(
+    `\nPostgres over the load: ${commits} commits, ${perCall(commits)} per paid call; rows written per paid call:`,
+  );
+  for (const t of rowsWrittenByTable.slice(0, 15))
+    console.log(`  ${perCall(t.rows).padStart(5)}  ${t.table}`);
   console.log('\ninvariants:');
   for (const i of report.invariants)
     console.log(

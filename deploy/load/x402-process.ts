@@ -34,6 +34,8 @@ export interface X402SideRecord {
   served: Array<[string, { count: number; sellerId: string; amount: string; payer?: string }]>;
   successTimes: number[];
   requests: number;
+  /** The served calls' times by phase (deploy/chaos/x402-payment.ts `phasesMs`). */
+  phasesMs: Array<[string, number[]]>;
 }
 
 async function main(): Promise<void> {
@@ -45,11 +47,12 @@ async function main(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
   const { endsAt } = await input.start;
   const agents = emptyAgentRecords();
+  const phasesMs = new Map<string, number[]>();
   await runX402Payers({
     into: agents.x402,
     payers: setup.payerKeys.map((key) => new Wallet(key)),
     pay: (payer, i) =>
-      x402(loads[i % loads.length]!, payer, setup.sellers[i % setup.sellers.length] as Seller),
+      x402(loads[i % loads.length]!, payer, setup.sellers[i % setup.sellers.length] as Seller, phasesMs),
     shouldStop: () => Date.now() >= endsAt,
   });
   const side: X402SideRecord = {
@@ -57,6 +60,7 @@ async function main(): Promise<void> {
     served: [...record.served.entries()],
     successTimes: record.successTimes,
     requests: record.requests,
+    phasesMs: [...phasesMs.entries()],
   };
   process.stdout.write(`${JSON.stringify({ record: side })}\n`);
   // Alive until the load process has read its CPU time (it ends this process then).
