@@ -14,8 +14,8 @@ const { bundledPackageMappings } = require('./jest.bundles');
 const { WORKERS } = require('./jest.workers');
 
 /**
- * Chaos runs have their own targets (issue 22: `make test` keeps every kind of test, the chaos seeds go to `make
- * chaos` and `make chaos-short`, which sets PAYGATE_CHAOS_TESTS=1). Faults still run in `make test`: killed NATS
+ * Chaos runs have their own targets (`make test` keeps every kind of test, the chaos seeds go to `make chaos`
+ * and `make chaos-short`, which sets PAYGATE_CHAOS_TESTS=1). Faults still run in `make test`: killed NATS
  * servers, crashed services, reorgs, Postgres outages, each in its own suite.
  */
 const ignoredSuites = ['/node_modules/'].concat(

@@ -6,7 +6,7 @@
  *
  * Real parts: anvil with 1-second blocks and TestUSDC, Postgres, NATS JetStream, gateway-proxy, escrow-ledger
  * (the transfer claims) and settlement (with its relayer) in this process, a seller API on loopback.
- * Targets (issue "Speak x402"): Paygate's own work before submission p50 ≤ 10 ms; the whole x402 call within
+ * Targets: Paygate's own work before submission p50 ≤ 10 ms; the whole x402 call within
  * one block plus 300 ms (p99 ≤ 1,300 ms on 1 s blocks). The reference facilitator publishes 200–500 ms for verify.
  *
  * Then Paygate's facilitator routes beside the unmodified reference facilitator on the same chain (reference.ts):

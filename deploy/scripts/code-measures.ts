@@ -1,5 +1,5 @@
 /**
- * The code measures issue 53 tracks, over `services/*\/src` and `libs/*\/src` (.ts and .tsx):
+ * The code's size and shape measures (docs/benchmarks.md, "Code measures"), over `services/*\/src` and `libs/*\/src` (.ts and .tsx):
  * `tsx deploy/scripts/code-measures.ts [repo root]`. Prints lines per package and the totals as JSON.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
