@@ -1,6 +1,6 @@
 import { WEBHOOK_EVENT_TYPES } from '@paygate/contracts/webhook-events';
 import { useState } from 'preact/hooks';
-import { ApiError, fieldErrors } from './api';
+import { ApiError } from './api';
 import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import type { Page, WebhookEndpoint } from './types';
@@ -180,7 +180,6 @@ function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
   const [url, setUrl] = useState('');
   const [description, setDescription] = useState('');
   const [events, setEvents] = useState<string[]>([ALL]);
-  const errors = fieldErrors(action.error);
   const create = async (event: Event) => {
     event.preventDefault();
     const created = await action.run(() =>
@@ -201,7 +200,7 @@ function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
         id="endpoint-url"
         label="Endpoint URL"
         required
-        error={errors.url}
+        error={action.errors.url}
         value={url}
         onValue={setUrl}
         input={{ type: 'url', placeholder: 'https://api.example.com/paygate/webhooks' }}
@@ -209,12 +208,12 @@ function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
       <TextField
         id="endpoint-description"
         label="Description (optional)"
-        error={errors.description}
+        error={action.errors.description}
         value={description}
         onValue={setDescription}
         input={{ maxLength: 200 }}
       />
-      <EventsFieldset events={events} setEvents={setEvents} error={errors.events} />
+      <EventsFieldset events={events} setEvents={setEvents} error={action.errors.events} />
       <button type="submit" disabled={action.busy || events.length === 0}>
         Add endpoint
       </button>

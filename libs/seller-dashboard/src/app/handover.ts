@@ -8,14 +8,14 @@ interface HandOver {
 }
 
 const KEY = '__paygateSignedIn';
+const store = window as unknown as Record<string, HandOver | undefined>;
 
 export function handOver(value: HandOver): void {
-  (window as unknown as Record<string, HandOver | undefined>)[KEY] = value;
+  store[KEY] = value;
 }
 
 /** What the sign-in screen handed over, once (it is forgotten as it is read). */
 export function takeHandOver(): HandOver | undefined {
-  const store = window as unknown as Record<string, HandOver | undefined>;
   const value = store[KEY];
   delete store[KEY];
   return value;

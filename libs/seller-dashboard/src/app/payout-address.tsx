@@ -1,5 +1,4 @@
 import { useState } from 'preact/hooks';
-import { fieldErrors } from './api';
 import { type ConfirmOptions, useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { checksummed, dateTime } from './format';
@@ -25,7 +24,7 @@ function duration(seconds: number): string {
 export function PayoutAddress(props: { account: Account; onSaved: (account: Account) => void }) {
   const a = props.account;
   const payout = usePayoutAddressChange(a, props.onSaved);
-  const { action, errors } = payout;
+  const { action } = payout;
   return (
     <section aria-labelledby="payout-address-title">
       <h2 id="payout-address-title">Where payouts go</h2>
@@ -53,7 +52,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
           id="acct-payoutAddress"
           label="Payout address"
           hint="your account wallet signs the change; it is announced to your webhook and takes effect after a delay"
-          error={errors.payoutAddress}
+          error={action.errors.payoutAddress}
           value={payout.address}
           onValue={payout.setAddress}
           input={{ name: 'payoutAddress' }}
@@ -109,8 +108,7 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
     setAddress(checksummed(cancelled.payoutAddress));
     setNotice('Pending payout address change cancelled.');
   };
-  const errors = fieldErrors(action.error);
-  return { address, setAddress, notice, action, errors, confirm, change, cancel };
+  return { address, setAddress, notice, action, confirm, change, cancel };
 }
 
 /** What the seller sees before the wallet signs: the full new address, the current one, and when it applies. */

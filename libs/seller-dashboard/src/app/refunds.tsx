@@ -1,6 +1,6 @@
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import { useState } from 'preact/hooks';
-import { fieldErrors, newIdempotencyKey } from './api';
+import { newIdempotencyKey } from './api';
 import { type ConfirmOptions, useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime, usd } from './format';
@@ -63,7 +63,7 @@ function useRefundForm(t: TransactionDetail, onRefunded: () => void) {
   const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
   const save = useAction();
   const confirm = useConfirm();
-  const errors = { ...fieldErrors(save.error), ...localErrors };
+  const errors = { ...save.errors, ...localErrors };
   const remainder = remainderAfter(t.refundableAmount, amount);
   const submit = async (event: Event) => {
     event.preventDefault();

@@ -1,5 +1,4 @@
 import { useState } from 'preact/hooks';
-import { fieldErrors } from './api';
 import { useDashboard } from './context';
 import { Deliveries } from './deliveries';
 import { WebhookEndpoints } from './endpoints';
@@ -48,7 +47,7 @@ function useAccountSave(onSaved: (account: Account) => void) {
     onSaved(result.account);
     return result;
   };
-  return { saved, setSaved, save, errors: fieldErrors(save.error), patch };
+  return { saved, setSaved, save, errors: save.errors, patch };
 }
 
 /** `onSaved`: the account as saved (a secret shown once replaces the page, and the form comes back from it). */

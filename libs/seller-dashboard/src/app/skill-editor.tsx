@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { fieldErrors, newIdempotencyKey } from './api';
+import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { navigate } from './router';
 import {
@@ -79,10 +79,9 @@ function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: bo
   const [idempotencyKey] = useState(newIdempotencyKey);
   const save = useAction();
   const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
-  const apiErrors = fieldErrors(save.error);
   // A field the API refused gets the focus too (the form checked what it could before sending).
   useEffect(() => {
-    const keys = Object.keys(apiErrors);
+    const keys = Object.keys(save.errors);
     if (keys.length) focusFirstInvalid(keys.map(skillFieldId));
   }, [save.error]);
   const submit = async (event: Event) => {
@@ -105,7 +104,7 @@ function useSkillSave(name: string | undefined, draft: SkillDraft, nameTaken: bo
     );
     if (saved) navigate(`/skills/${saved.name}`);
   };
-  return { save, errors: { ...apiErrors, ...localErrors }, submit };
+  return { save, errors: { ...save.errors, ...localErrors }, submit };
 }
 
 /** Moves the focus (and the view) to the first of these controls that is on the page. */
@@ -118,19 +117,18 @@ function focusFirstInvalid(ids: string[]) {
   elements[0]?.scrollIntoView({ block: 'center' });
 }
 
+type NameAnswer = { name: string; available: boolean; reason?: string };
+
 /** Whether a skill name is free, asked as it is typed (after a pause, the last answer wins). */
 function useNameAvailability(name: string | undefined) {
   const { api } = useDashboard();
-  const [state, setState] = useState<{ name: string; available: boolean; reason?: string }>();
+  const [state, setState] = useState<NameAnswer>();
   useEffect(() => {
     if (!name || name.length < 2) return;
     let current = true;
     const timer = setTimeout(() => {
       api
-        .request<{ name: string; available: boolean; reason?: string }>(
-          'GET',
-          `/api/v1/manage/skill-names/${encodeURIComponent(name)}`,
-        )
+        .request<NameAnswer>('GET', `/api/v1/manage/skill-names/${encodeURIComponent(name)}`)
         .then((answer) => current && setState(answer))
         .catch(() => undefined); // the create call still checks
     }, 300);

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { fieldErrors, newIdempotencyKey } from './api';
+import { newIdempotencyKey } from './api';
 import { useDashboard } from './context';
 import { usd } from './format';
 import { BLANK_ENDPOINT, type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
@@ -93,7 +93,6 @@ function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: 
   const [price, setPrice] = useState(endpoint.priceUsdc);
   const [description, setDescription] = useState(endpoint.description);
   const save = useAction();
-  const errors = fieldErrors(save.error);
   const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
   const id = endpoint.endpointId;
   return (
@@ -113,7 +112,7 @@ function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: 
         <TextField
           id={`${id}-price`}
           label="Price (USDC)"
-          error={errors.priceUsdc}
+          error={save.errors.priceUsdc}
           value={price}
           onValue={setPrice}
           input={{ inputMode: 'decimal' }}
@@ -121,7 +120,7 @@ function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: 
         <TextField
           id={`${id}-description`}
           label="Description"
-          error={errors.description}
+          error={save.errors.description}
           value={description}
           onValue={setDescription}
         />
@@ -174,7 +173,6 @@ export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => vo
   const [endpoint, setEndpoint] = useState<EndpointDraft>(BLANK_ENDPOINT);
   const [key, setKey] = useState(newIdempotencyKey);
   const save = useAction();
-  const errors = fieldErrors(save.error);
   return (
     <details>
       <summary class="add-endpoint">Add an endpoint</summary>
@@ -198,7 +196,7 @@ export function AddEndpoint(props: { skill: Skill; onAdded: (skill: Skill) => vo
           prefix="new"
           index={0}
           endpoint={endpoint}
-          errors={errors}
+          errors={save.errors}
           onChange={(p) => setEndpoint({ ...endpoint, ...p })}
         />
         <ErrorNote error={save.error} unlessOnAField />

@@ -1,5 +1,4 @@
 import { useState } from 'preact/hooks';
-import { fieldErrors } from './api';
 import { useDashboard } from './context';
 import type { Skill } from './types';
 import { type Action, ErrorNote, Loading, useAction, useLoad } from './ui';
@@ -65,7 +64,7 @@ function SkillMdForm(props: {
 }) {
   const { api } = useDashboard();
   const { save } = props;
-  const errors = fieldErrors(save.error);
+  const { errors } = save;
   return (
     <form
       onSubmit={async (event) => {

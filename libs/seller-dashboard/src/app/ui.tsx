@@ -339,7 +339,7 @@ export function usePages<T>(path: string, query: Query, options: { param?: strin
   };
 }
 
-/** Runs an action once at a time, keeping its error for the form. */
+/** Runs an action once at a time, keeping its error (and the fields it names) for the form. */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
@@ -358,7 +358,7 @@ export function useAction() {
       setBusy(false);
     }
   }, []);
-  return { busy, error, setError, run };
+  return { busy, error, errors: fieldErrors(error), setError, run };
 }
 
 export type Action = ReturnType<typeof useAction>;
