@@ -38,11 +38,7 @@ const LOOKUP_ATTEMPTS = 8;
 const LOOKUP_DELAY_MS = 500;
 const LOOKUP_TIMEOUT_MS = 3000;
 
-/**
- * The escrow ledger's transactionId of a paid session (GET /api/v1/transactions/lookup, public). The ledger books
- * the payment a moment after checkout marks the session paid, so `transaction_not_found` is asked again a few
- * times (bounded: about 4 s); anything else, or no answer in time, is null.
- */
+/** A paid session's transactionId: the ledger books it a moment later, so asked for about 4 s, else null. */
 export async function lookupTransactionId(baseUrl: string, sessionId: string): Promise<string | null> {
   for (let attempt = 0; attempt < LOOKUP_ATTEMPTS; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, LOOKUP_DELAY_MS));

@@ -29,11 +29,7 @@ function button(attributes: Record<string, string>, text: string, onClick: () =>
   return node;
 }
 
-/**
- * What the buyer must do, and what tells this payment apart from everyone else's: with a unique amount, the amount
- * to the last of its six decimals (the address is shared, so another amount pays nothing automatically); with a
- * deposit address, the address (it is this payment's alone).
- */
+/** What the buyer must do, and what tells this payment apart: its exact amount, or its own deposit address. */
 function paymentInstructions(input: { amount: string; network: string; matching: string }): string {
   return input.matching === 'deposit_address'
     ? `Send exactly ${input.amount} USDC on ${input.network} to the address below. This address is for this payment only: it identifies your payment.`
@@ -44,10 +40,7 @@ let dialogCount = 0;
 
 type DialogState = 'loading' | 'open' | 'success' | 'expired' | 'error';
 
-/**
- * The payment dialog: role=dialog, aria-modal, labelled; focus moves in, Tab stays inside, Escape closes, and
- * focus returns to the button that opened it. Status changes are announced through a polite live region.
- */
+/** The modal payment dialog: focus moves in and stays, Escape closes, status changes are announced politely. */
 export class PaymentDialog {
   readonly backdrop: HTMLDivElement;
   readonly root: HTMLDivElement;

@@ -44,11 +44,7 @@ function notify<T>(name: string, callback: ((value: T) => void) | undefined, val
   }
 }
 
-/**
- * One checkout's payment dialog and what it follows: creates the session (retryable, one idempotency key per
- * opened dialog), shows the amount, QR code and wallet button, follows the session live (WebSocket or polling)
- * with a countdown, and ends in the session's final state, telling the seller's callbacks once each.
- */
+/** One checkout's dialog: creates its session (one idempotency key), follows it live, calls back once each. */
 export class CheckoutFlow {
   private dialog: PaymentDialog | undefined;
   private live: LiveStatus | undefined;

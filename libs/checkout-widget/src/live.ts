@@ -12,10 +12,7 @@ interface LiveStatusOptions {
 /** How long the socket may take to open before the widget falls back to polling. */
 const SOCKET_OPEN_TIMEOUT_MS = 5000;
 
-/**
- * Live session status: a WebSocket subscription (`{"type":"subscribe","sessionId"}` → `{"type":"session",
- * "session"}`), falling back to polling GET /api/v1/checkout/sessions/:id when the socket fails or closes.
- */
+/** A session's status by WebSocket subscription, polled instead when the socket fails or closes. */
 export class LiveStatus {
   private socket: WebSocket | undefined;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;

@@ -9,11 +9,7 @@ import { requestJson } from '@paygate/browser-api';
 import type { Eip1193Provider } from './types';
 import { walletChainId, withWalletAccount } from './wallet';
 
-/**
- * Buyer refund requests from the page the buyer paid on, the browser twin of agent-client's `agent.requestRefund`:
- * the same public route and EIP-191 message (its module imports nothing from ethers at run time), signed with
- * `personal_sign` by the wallet that paid.
- */
+// The browser twin of agent-client's `agent.requestRefund`: its route and message, signed by the paying wallet.
 export type {
   RefundRequestSigning,
   RefundRequestStatus,
@@ -21,10 +17,7 @@ export type {
   RefundTarget,
 } from '@paygate/agent-client/refunds';
 
-/**
- * The exact text the payer signs: agent-client's message (a function of the widget's own, so the published
- * .d.ts declares it instead of inlining another package's implementation).
- */
+/** The exact text the payer signs (the widget's own function, so its .d.ts does not inline agent-client's). */
 export function refundRequestMessage(
   target: RefundTarget,
   reason: string,

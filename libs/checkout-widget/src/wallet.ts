@@ -17,10 +17,7 @@ export async function walletChainId(provider: Eip1193Provider): Promise<bigint> 
   return BigInt(String(await provider.request({ method: 'eth_chainId' })));
 }
 
-/**
- * Runs `use` with the wallet's first account; a refusal or failure becomes an ApiError (status 0, `wallet_*`
- * code) that names what was asked: "the payment was rejected in the wallet", "the wallet could not send the payment".
- */
+/** Runs `use` with the wallet's first account; a refusal or failure becomes a `wallet_*` ApiError. */
 export async function withWalletAccount<T>(
   provider: Eip1193Provider,
   asked: { verb: string; what: string },
@@ -44,10 +41,7 @@ export async function withWalletAccount<T>(
   }
 }
 
-/**
- * Sends exactly the session's amount of USDC to its wallet through an EIP-1193 provider: asks for an account,
- * switches to the session's chain if needed, and returns the transaction hash.
- */
+/** Sends exactly the session's USDC to its wallet (switching to its chain if needed); its tx hash. */
 export function payWithProvider(
   provider: Eip1193Provider,
   session: CheckoutSession,

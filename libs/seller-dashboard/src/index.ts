@@ -38,20 +38,14 @@ export async function buildDashboard(options: { minify?: boolean } = {}): Promis
   return { js: js.text, css: css.text, signInJs: signInJs.text.replace(/<\/(script)/gi, '<\\/$1') };
 }
 
-/**
- * Inlined in a first visit's page (allowed by hash in its CSP), so sign-in shows after one round trip; `buildId`
- * names the build in the cookie that says its files are cached (then pages link them instead).
- */
+/** Inlined in a first visit's page (sign-in after one round trip); `buildId` names the build in its cookie. */
 interface InlineFirstScreen {
   css: string;
   signInJs: string;
   buildId: string;
 }
 
-/**
- * The one HTML page of the dashboard (every /dashboard/* path answers it; the app routes in the browser), naming
- * its content-hashed files (cached for a year).
- */
+/** The dashboard's one HTML page (for every /dashboard/* path: the app routes in the browser). */
 export function dashboardPage(
   basePath: string,
   assets: { js: string; css: string },

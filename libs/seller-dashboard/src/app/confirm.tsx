@@ -16,10 +16,7 @@ export interface ConfirmOptions {
 
 type ConfirmAnswer = false | { input: string };
 
-/**
- * A money action waits for this dialog (a native modal <dialog>: focus moves in and stays there, Escape cancels,
- * focus returns to the button that opened it). Never window.confirm, which shows no amounts and cannot be styled.
- */
+/** A money action waits for this modal <dialog>: window.confirm shows no amounts and cannot be styled. */
 export function useConfirm() {
   const [open, setOpen] = useState<{ options: ConfirmOptions; resolve: (answer: ConfirmAnswer) => void }>();
   const ask = useCallback(

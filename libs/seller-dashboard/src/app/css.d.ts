@@ -1,3 +1,2 @@
-// Stylesheets the app imports for their side effect; esbuild bundles them (build.ts), the type checker only needs to
-// know they exist.
+// Stylesheets imported for their side effect: esbuild bundles them; the type checker needs only their names.
 declare module '*.css';

@@ -8,8 +8,7 @@ import { saveSession } from './session';
 import { chooseWallet, discoverWallets } from './wallet';
 
 const root = document.getElementById('app');
-// Wallets are listened for from the start: after a reload the signed-in page still knows the account wallet
-// (for the payout-address signature), not only the sign-in screen.
+// Listened for from the start: after a reload the page still knows the account wallet (payout-address change).
 discoverWallets(() => undefined);
 if (root) {
   setBasePath(root.dataset.basePath ?? '/dashboard');

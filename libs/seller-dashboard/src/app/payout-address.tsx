@@ -16,11 +16,7 @@ function duration(seconds: number): string {
   return `${seconds} seconds`;
 }
 
-/**
- * The payout address moves only with a fresh signature by the account wallet (a stolen session cannot redirect
- * payouts): the API issues the message, the wallet signs it, the API checks the signer. The change is announced
- * by webhook and paid to after the delay the API states.
- */
+/** The payout address moves only with the account wallet's signature: a stolen session cannot redirect it. */
 export function PayoutAddress(props: { account: Account; onSaved: (account: Account) => void }) {
   const a = props.account;
   const payout = usePayoutAddressChange(a, props.onSaved);

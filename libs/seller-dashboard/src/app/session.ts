@@ -1,9 +1,6 @@
 import type { SignInResult } from './types';
 
-/**
- * The registry's short-lived session token (not an API key) and who signed in, in sessionStorage (this tab only)
- * so a reload asks no new signature; the sk_ key is never stored, only shown once in memory.
- */
+/** The session token (not an API key) and who signed in, kept for this tab; the sk_ key is never stored. */
 export interface Session {
   token: string;
   expiresAt: string;

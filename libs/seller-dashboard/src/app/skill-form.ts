@@ -80,10 +80,7 @@ export function slugify(text: string): string {
     .slice(0, 64);
 }
 
-/**
- * The body of POST /api/v1/manage/skills (with `forUpdate`, of the PATCH: no name, no endpoints); values the API
- * checks are passed as typed, so the API's own rule is what the seller sees.
- */
+/** The body of the skill's POST (`forUpdate`: its PATCH); values sent as typed (the API names its rule). */
 export function skillBody(draft: SkillDraft, options: { forUpdate?: boolean } = {}): Record<string, unknown> {
   const body: Record<string, unknown> = {
     displayName: draft.displayName.trim(),

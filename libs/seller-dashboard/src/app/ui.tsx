@@ -309,10 +309,7 @@ export function useGet<T>(path: string, options: { query?: Query; live?: boolean
   return useLoad(() => api.request<T>('GET', path, { query }), [path, JSON.stringify(query)], { live });
 }
 
-/**
- * A list read page by page by cursor (`param` names it in the query): the rows loaded so far, live while only the
- * first page is shown (a refresh would drop the pages after it). Another query starts again from its first page.
- */
+/** A list read by cursor (`param`): the rows so far, live on the first page only (a refresh drops the rest). */
 export function usePages<T>(path: string, query: Query, options: { param?: string; live?: boolean } = {}) {
   const { api } = useDashboard();
   const key = JSON.stringify(query);

@@ -67,8 +67,7 @@ export async function signInWithWallet(
     'POST',
     '/api/v1/auth/siwe/nonce',
   );
-  // The registry requires its own URI and chain (a message made for another site or chain is refused); a
-  // personal_sign signature does not depend on the network the wallet is on.
+  // The registry's own URI and chain (others are refused); personal_sign is the same on any network.
   const message = siweMessage({
     domain: nonce.domain,
     address,
