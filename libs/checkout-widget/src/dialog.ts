@@ -188,8 +188,7 @@ export class PaymentDialog {
   setCountdown(secondsLeft: number): void {
     if (!this.timer) return;
     const s = Math.max(0, Math.floor(secondsLeft));
-    const text = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
-    this.timer.textContent = text;
+    this.timer.textContent = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
     this.timer.setAttribute('aria-label', `${Math.floor(s / 60)} minutes ${s % 60} seconds left`);
   }
 

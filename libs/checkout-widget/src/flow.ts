@@ -14,6 +14,7 @@ import type {
 import { injectedWallet, payWithProvider } from './wallet';
 
 const PAID_STATUSES = new Set(['paid', 'paid_late', 'overpaid']);
+const FINAL_STATUSES = new Set([...PAID_STATUSES, 'underpaid', 'refunded']);
 
 function toPaymentResult(session: CheckoutSession, transactionId: string | null): PaymentResult {
   return {
@@ -188,6 +189,7 @@ export class CheckoutFlow {
     const changed = session.status !== this.current.status || session.updatedAt !== this.current.updatedAt;
     this.current = session;
     if (changed) this.options.onStatusChange?.(session);
+    if (FINAL_STATUSES.has(session.status)) this.stopTracking();
     if (PAID_STATUSES.has(session.status)) this.showPaid(this.dialog, session);
     else if (session.status === 'underpaid') this.showUnderpaid(this.dialog, session);
     else if (session.status === 'refunded') this.showRefunded(this.dialog, session);
@@ -196,7 +198,6 @@ export class CheckoutFlow {
   }
 
   private showPaid(dialog: PaymentDialog, session: CheckoutSession): void {
-    this.stopTracking();
     const result = toPaymentResult(session, null);
     dialog.showFinal(
       'success',
@@ -211,7 +212,6 @@ export class CheckoutFlow {
   }
 
   private showUnderpaid(dialog: PaymentDialog, session: CheckoutSession): void {
-    this.stopTracking();
     dialog.showFinal(
       'error',
       'The payment was less than the amount due',
@@ -223,7 +223,6 @@ export class CheckoutFlow {
   }
 
   private showRefunded(dialog: PaymentDialog, session: CheckoutSession): void {
-    this.stopTracking();
     dialog.showFinal(
       'error',
       'The payment was returned',
