@@ -5,10 +5,7 @@ export type WidgetFormat = 'iife' | 'esm';
 
 const ENTRY = path.join(__dirname, 'index.ts');
 
-/**
- * Bundles the widget (with qrcode) into one self-contained script: `iife` defines the global PaygateCheckout
- * (for a <script src> tag), `esm` is an ES module (`import { createCheckout } from '…/paygate-checkout.mjs'`).
- */
+/** The widget (with qrcode) as one script: `iife` defines the global PaygateCheckout, `esm` is an ES module. */
 export async function buildWidgetBundle(
   format: WidgetFormat,
   options: { minify?: boolean } = {},

@@ -48,10 +48,8 @@ const defaultBaseUrl = (baseUrl?: string) =>
   (baseUrl ?? scriptOrigin ?? window.location.origin).replace(/\/$/, '');
 
 /**
- * The buyer asks the seller for a refund of a payment made from this browser wallet: names it (the
- * PaymentResult's transactionId, or its txHash or sessionId), signs Paygate's refund request message with the
- * paying wallet (EIP-191 personal_sign through EIP-1193, window.ethereum by default) and files it. Resolves to
- * the request (status pending until the seller decides); rejects with an ApiError (code, status, field).
+ * The buyer asks for a refund of a payment (its transactionId, txHash or sessionId), signed by the paying wallet
+ * (window.ethereum by default). Resolves to the pending request; rejects with an ApiError (code, status, field).
  */
 export async function requestRefund(
   request: RefundTarget & { reason: string; baseUrl?: string; ethereum?: Eip1193Provider },
