@@ -47,20 +47,16 @@ type CallFacts = Pick<
   'callStatus' | 'callFailedAt' | 'upstreamOutcome' | 'upstreamStatus' | 'retryUntil' | 'callRecoveredAt'
 >;
 
+const FAILURE_WORDS = {
+  timeout: 'timed out',
+  unreachable: 'unreachable',
+  misconfigured: 'API URL not valid',
+};
+
 /** How the seller failed the call, in words: "HTTP 502", "timed out", … */
 function sellerFailureWords(t: CallFacts): string {
-  switch (t.upstreamOutcome) {
-    case 'error_status':
-      return `HTTP ${t.upstreamStatus}`;
-    case 'timeout':
-      return 'timed out';
-    case 'unreachable':
-      return 'unreachable';
-    case 'misconfigured':
-      return 'API URL not valid';
-    default:
-      return 'failed';
-  }
+  if (t.upstreamOutcome === 'error_status') return `HTTP ${t.upstreamStatus}`;
+  return (t.upstreamOutcome && FAILURE_WORDS[t.upstreamOutcome]) || 'failed';
 }
 
 /** A time of the retry window: "14:05 UTC" today, with its date on another day. */
