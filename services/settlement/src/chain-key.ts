@@ -15,6 +15,8 @@ export class ChainKey {
     readonly provider: JsonRpcProvider,
     readonly chainId: number,
     privateKey: string,
+    /** False for a key that reads through another key's provider. */
+    private readonly ownsProvider = true,
   ) {
     this.wallet = new Wallet(privateKey);
     this.address = this.wallet.address;
@@ -60,5 +62,9 @@ export class ChainKey {
   /** Sends the exact signed bytes; a node that already knows the hash counts as accepted. */
   broadcast(rawTx: string, txHash: string): Promise<void> {
     return broadcastSignedTransaction(this.provider, rawTx, txHash);
+  }
+
+  destroy(): void {
+    if (this.ownsProvider) this.provider.destroy();
   }
 }

@@ -24,7 +24,7 @@ import { depositAddressAssignedConsumer, depositTransferConsumer } from './sweep
 import { DepositSweeper } from './sweep/deposit-sweeper';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
-import { registerSettlementWatchGauges } from './watch-metrics';
+import { registerGasGauges, registerWaitingMoneyGauges } from './watch-metrics';
 
 export type RunningSettlement = Awaited<ReturnType<typeof startSettlement>>;
 
@@ -39,7 +39,8 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const chain = new EscrowChain(config);
       const relayerKeys = config.relayer ? RelayerChain.pool(config, config.relayer.privateKeys) : [];
       const metrics = createSettlementMetrics(ctx, config.txTimeoutMs);
-      registerSettlementWatchGauges(ctx, config, clock, chain, relayerKeys);
+      registerWaitingMoneyGauges(ctx, config, clock);
+      registerGasGauges(ctx, config, chain, relayerKeys);
       const auth = new SellerAuth(ctx.bus);
       const handlers = {
         payout: payoutOutcome(clock),

@@ -1,4 +1,4 @@
-import { Gauge, type Registry, type ServiceContext } from '@paygate/runtime';
+import { Gauge, type ServiceContext } from '@paygate/runtime';
 import { sql } from 'kysely';
 import type { Clock } from './clock';
 import type { SettlementConfig } from './config';
@@ -19,19 +19,12 @@ type WatchConfig = Pick<
   'schedulerIntervalMs' | 'settlementPeriodSeconds' | 'relayer' | 'checkoutSweep'
 >;
 
-/** Gauges read at each scrape (-1 when a read failed): money that waits, and the wallets' gas over their floor. */
-export function registerSettlementWatchGauges(
+/** Gauges read at each scrape (-1 when a read failed): the money that waits. */
+export function registerWaitingMoneyGauges(
   ctx: ServiceContext<SettlementDB>,
   config: WatchConfig,
   clock: Clock,
-  escrow: EscrowChain,
-  relayerKeys: readonly RelayerChain[],
-): void {
-  registerWaitingMoneyGauges(ctx, config, clock);
-  registerGasGauges([ctx.metrics.registry], config, escrow, relayerKeys);
-}
-
-function registerWaitingMoneyGauges(ctx: ServiceContext<SettlementDB>, config: WatchConfig, clock: Clock) {
+) {
   const registers = [ctx.metrics.registry];
   new Gauge({
     name: 'settlement_transfers_pending',
@@ -83,13 +76,14 @@ function registerWaitingMoneyGauges(ctx: ServiceContext<SettlementDB>, config: W
   });
 }
 
-/** The wallets settlement pays gas from: escrow, the relayer's keys, the checkout wallet. */
-function registerGasGauges(
-  registers: Registry[],
+/** The gas of the wallets settlement pays it from (escrow, the relayer's keys, the checkout wallet), and its floor. */
+export function registerGasGauges(
+  ctx: ServiceContext<SettlementDB>,
   config: WatchConfig,
   escrow: EscrowChain,
   relayerKeys: readonly RelayerChain[],
 ) {
+  const registers = [ctx.metrics.registry];
   const wallets = [
     { wallet: 'escrow', address: escrow.address },
     ...relayerKeys.map((key) => ({ wallet: 'relayer', address: key.address })),

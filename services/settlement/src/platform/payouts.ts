@@ -1,6 +1,6 @@
 import { enqueueEvent } from '@paygate/bus';
 import { createEvent, Nullable, newEventId, StringEnum } from '@paygate/contracts';
-import { type AnyRoute, defineRoute, HttpError, operatorAuth } from '@paygate/http';
+import { type AnyRoute, conflict, defineRoute, operatorAuth } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { Type } from '@sinclair/typebox';
@@ -53,8 +53,8 @@ function platformPayoutView(row: Selectable<PlatformPayoutsTable>) {
     treasuryAddress: row.treasury_address,
     txHash: row.tx_hash,
     failureReason: row.failure_reason,
-    createdAt: new Date(row.created_at).toISOString(),
-    completedAt: row.completed_at ? new Date(row.completed_at).toISOString() : null,
+    createdAt: row.created_at.toISOString(),
+    completedAt: row.completed_at?.toISOString() ?? null,
   };
 }
 
@@ -131,8 +131,7 @@ export function platformPayoutRoutes(
     handler: async (req, res) => {
       const treasury = config.treasuryAddress;
       if (!treasury) {
-        throw new HttpError(
-          409,
+        throw conflict(
           SettlementReason.TreasuryNotConfigured,
           'TREASURY_ADDRESS is not set: platform payouts are off',
         );
@@ -141,11 +140,7 @@ export function platformPayoutRoutes(
       ctx.logger.info({ payoutId: requested.payout_id }, 'platform payout requested');
       const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
       if (decided.status === 'refused') {
-        throw new HttpError(
-          409,
-          SettlementReason.NothingAvailable,
-          'the platform revenue account holds nothing',
-        );
+        throw conflict(SettlementReason.NothingAvailable, 'the platform revenue account holds nothing');
       }
       if (decided.status === 'requested') {
         res.status(202).json(platformPayoutView(decided));

@@ -1,6 +1,6 @@
-import { formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
+import { addressToTopic, formatAddress, makeProvider, TRANSFER_TOPIC } from '@paygate/chain';
 import type { TransferAuthorization } from '@paygate/contracts';
-import { Interface, type JsonRpcProvider, keccak256, toQuantity, zeroPadValue } from 'ethers';
+import { Interface, keccak256, toQuantity } from 'ethers';
 import { ChainKey, type FeeCaps } from '../chain-key';
 import { BlockNotFoundError, describe } from '../errors';
 
@@ -68,16 +68,6 @@ export function dependsOnCode(signature: string): boolean {
 
 /** The relayer's key on chain: it pays gas for `transferWithAuthorization` and holds nothing else. */
 export class RelayerChain extends ChainKey {
-  private constructor(
-    provider: JsonRpcProvider,
-    chainId: number,
-    privateKey: string,
-    /** False for a key that reads through another key's provider. */
-    private readonly ownsProvider: boolean,
-  ) {
-    super(provider, chainId, privateKey);
-  }
-
   /** The pool's keys, sharing one provider (its connections, timeout), which the first key destroys. */
   static pool(rpc: { rpcUrl: string; chainId: number; rpcTimeoutMs: number }, keys: readonly string[]) {
     const provider = makeProvider(rpc.rpcUrl, { timeoutMs: rpc.rpcTimeoutMs, chainId: rpc.chainId });
@@ -211,16 +201,12 @@ export class RelayerChain extends ChainKey {
     const head = await this.provider.getBlockNumber();
     const [log] = await this.provider.getLogs({
       address: tokenAddress,
-      topics: [AUTHORIZATION_USED_TOPIC, zeroPadValue(formatAddress(payer), 32), nonce],
+      topics: [AUTHORIZATION_USED_TOPIC, addressToTopic(payer), nonce],
       fromBlock: Math.max(0, head - lookbackBlocks),
       toBlock: head,
     });
     const executed = log ? await this.executed(log.transactionHash.toLowerCase(), payer, to) : null;
     return executed?.reverted === false ? executed : null;
-  }
-
-  destroy(): void {
-    if (this.ownsProvider) this.provider.destroy();
   }
 }
 
@@ -233,8 +219,8 @@ export const settledBy = (executed: ExecutedTransfer) => ({
 
 /** A transaction's receipt read for the authorization: its payer → `to` Transfer log, reverted without one. */
 export function executedIn(txHash: string, receipt: ReceiptFacts, payer: string, to: string) {
-  const fromTopic = zeroPadValue(formatAddress(payer), 32).toLowerCase();
-  const toTopic = zeroPadValue(formatAddress(to), 32).toLowerCase();
+  const fromTopic = addressToTopic(payer);
+  const toTopic = addressToTopic(to);
   const log = receipt.logs.find(
     (l) =>
       l.topics[0]?.toLowerCase() === TRANSFER_TOPIC &&

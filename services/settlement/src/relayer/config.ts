@@ -70,7 +70,7 @@ export function loadRelayerConfig(env: NodeJS.ProcessEnv, escrowPrivateKey: stri
     lookbackBlocks: parsed.RELAYER_LOOKBACK_BLOCKS,
     revertRefusalMs: parsed.RELAYER_REVERT_REFUSAL_HOURS * 3_600_000,
   };
-  return withHidden(config, { privateKey: keys[0]!, privateKeys: keys });
+  return withHidden(config, { privateKeys: keys });
 }
 
 /** The keys' addresses; a malformed, repeated or escrow key is a problem. */

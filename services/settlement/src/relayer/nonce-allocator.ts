@@ -13,12 +13,16 @@ export interface ChainState {
   fees: FeeCaps;
 }
 
-interface PendingRecord {
+/** A simulated submission to sign: its calldata, the gas it used, and the chain as read before the lock. */
+interface Submission {
   request: RelayerSubmitRequest;
   data: string;
   gas: bigint;
   chainState: ChainState;
   payerCodeHash: string | null;
+}
+
+interface PendingRecord extends Submission {
   resolve(row: Row): void;
   reject(error: unknown): void;
 }
@@ -44,15 +48,9 @@ export class NonceAllocator {
   }
 
   /** The submission's signed row, committed with its batch under the lock; the caller broadcasts after it. */
-  record(
-    request: RelayerSubmitRequest,
-    data: string,
-    gas: bigint,
-    chainState: ChainState,
-    payerCodeHash: string | null,
-  ): Promise<Row> {
+  record(submission: Submission): Promise<Row> {
     return new Promise<Row>((resolve, reject) => {
-      this.waiting.push({ request, data, gas, chainState, payerCodeHash, resolve, reject });
+      this.waiting.push({ ...submission, resolve, reject });
       if (!this.allocating) void this.allocate();
     });
   }

@@ -259,7 +259,7 @@ export class Relayer implements BackgroundTask {
         return chainUnavailable(error);
       }
       const { gas, data } = simulated;
-      const row = await assignment.signer.allocator.record(request, data, gas, chainState, payerCodeHash);
+      const row = await assignment.signer.allocator.record({ request, data, gas, chainState, payerCodeHash });
       assignment.recordedAt = Date.now();
       if (row.status === 'signed') await this.recorded.broadcastForCaller(row);
       return this.answerFor(row, request, started, { checksMs: checked - started, simulationMs });

@@ -9,8 +9,7 @@ export type Row = Selectable<RelayedAuthorizationsTable>;
 export type Refusal = Extract<RelayerSubmitReply, { ok: false }>;
 
 /** The relayer's configuration (./config, documented there) and what it takes from the service's. */
-export interface RelayerSettings
-  extends Omit<RelayerConfig, 'privateKey' | 'privateKeys' | 'address' | 'addresses'> {
+export interface RelayerSettings extends Omit<RelayerConfig, 'privateKeys' | 'address' | 'addresses'> {
   chainId: number;
   usdcAddress: string;
   escrowAddress: string;

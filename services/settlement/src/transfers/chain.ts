@@ -57,12 +57,7 @@ export class EscrowChain extends ChainKey {
   }
 
   /** The fee cap is generous (3x the suggestion): a recorded transaction is never re-signed with a higher fee. */
-  async signTransfer(input: {
-    to: string;
-    amountMicro: bigint;
-    nonce: bigint;
-    gasLimit: bigint;
-  }): Promise<{ rawTx: string; txHash: string }> {
+  async signTransfer(input: { to: string; amountMicro: bigint; nonce: bigint; gasLimit: bigint }) {
     return this.sign({
       to: this.usdcAddress,
       data: this.transferData(input.to, input.amountMicro),
@@ -76,9 +71,5 @@ export class EscrowChain extends ChainKey {
     const receipt = await this.provider.getTransactionReceipt(txHash);
     if (!receipt) return null;
     return { status: receipt.status ?? 0, blockNumber: BigInt(receipt.blockNumber) };
-  }
-
-  destroy(): void {
-    this.provider.destroy();
   }
 }
