@@ -27,7 +27,8 @@ export interface DecisionDeps {
   onTransferRecorded: () => void;
 }
 
-const DONE = ['sending', 'completed', 'failed'];
+/** A settlement or platform payout in one of these has its payout: one per record, ever. */
+export const HAS_PAYOUT = ['sending', 'completed', 'failed'];
 
 /**
  * `payout.reserved` (only the ledger may publish it): the transfer of exactly the reserved amount to exactly the
@@ -54,7 +55,7 @@ async function recordSellerPayout(trx: Transaction<SettlementDB>, deps: Decision
     .forUpdate()
     .executeTakeFirst();
   if (!settlement) throw new UnknownRecordError('payout.reserved', 'settlement', reserved.payoutId);
-  if (DONE.includes(settlement.status)) return;
+  if (HAS_PAYOUT.includes(settlement.status)) return;
   // Also from `skipped`: the refusal of an earlier due may arrive after the reservation of a later one.
   const amountMicro = parseUsdc(reserved.amount);
   const payoutAddress = formatAddress(reserved.payoutAddress);
@@ -86,7 +87,7 @@ async function recordPlatformPayout(trx: Transaction<SettlementDB>, deps: Decisi
     .forUpdate()
     .executeTakeFirst();
   if (!payout) throw new UnknownRecordError('payout.reserved', 'platform payout', reserved.payoutId);
-  if (DONE.includes(payout.status)) return;
+  if (HAS_PAYOUT.includes(payout.status)) return;
   const amountMicro = parseUsdc(reserved.amount);
   const treasury = deps.config.treasuryAddress?.toLowerCase();
   const to = reserved.payoutAddress.toLowerCase();

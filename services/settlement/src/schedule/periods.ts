@@ -49,20 +49,19 @@ export function periodAt(frequency: Frequency, at: Date, periodSeconds = 0): Per
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
+/** `value`'s low `length` base-32 digits, ULID style. */
+function crockford(value: bigint, length: number): string {
+  let digits = '';
+  for (let i = 0; i < length; i++) {
+    digits = CROCKFORD[Number(value % 32n)] + digits;
+    value /= 32n;
+  }
+  return digits;
+}
+
 /** `stl_<ulid>` of the period start and a hash of (seller, period): a second scheduler cannot create another. */
 export function settlementIdFor(sellerId: string, period: Period): string {
-  let time = BigInt(period.start.getTime());
-  let timePart = '';
-  for (let i = 0; i < 10; i++) {
-    timePart = CROCKFORD[Number(time % 32n)] + timePart;
-    time /= 32n;
-  }
   const digest = createHash('sha256').update(`${sellerId}\u0000${period.key}`).digest();
-  let bits = BigInt(`0x${digest.subarray(0, 10).toString('hex')}`); // 80 bits
-  let randomPart = '';
-  for (let i = 0; i < 16; i++) {
-    randomPart = CROCKFORD[Number(bits % 32n)] + randomPart;
-    bits /= 32n;
-  }
-  return `stl_${timePart}${randomPart}`;
+  const hashBits = BigInt(`0x${digest.subarray(0, 10).toString('hex')}`); // 80 bits
+  return `stl_${crockford(BigInt(period.start.getTime()), 10)}${crockford(hashBits, 16)}`;
 }

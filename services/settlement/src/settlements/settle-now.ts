@@ -4,16 +4,17 @@ import type { Static } from '@sinclair/typebox';
 import type { Selectable } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementDB, SettlementsTable } from '../db';
+import { HAS_PAYOUT } from '../ledger/decisions';
 import { SettleNowSkip, type SettleNowSkipReason } from '../reasons';
 import { enqueueSettlementDue, type SettlementScheduler, schedulePeriod } from '../schedule/scheduler';
 import { settlementView } from './routes';
 import type { SettleNowAnswer } from './schemas';
 
 export type SettleNowResult = Static<typeof SettleNowAnswer>;
+type SettlementRow = Selectable<SettlementsTable>;
 
 const MAX_SELLERS = 2000;
 const WAIT_POLL_MS = 200;
-const PAID_THIS_PERIOD = ['sending', 'completed', 'failed'];
 
 /** Settles sellers now through the scheduler's row of this period (askSeller), then waits, bounded, for the ledger. */
 export async function settleNow(
@@ -54,11 +55,7 @@ export async function settleNow(
   return result;
 }
 
-function skip(
-  result: SettleNowResult,
-  settlement: Selectable<SettlementsTable>,
-  reason: SettleNowSkipReason,
-) {
+function skip(result: SettleNowResult, settlement: SettlementRow, reason: SettleNowSkipReason) {
   result.skipped.push({
     sellerId: settlement.seller_id,
     settlementId: settlement.settlement_id,
@@ -75,7 +72,7 @@ async function askSeller(
   scheduler: SettlementScheduler,
   clock: Clock,
   sellerId: string,
-): Promise<{ settlement: Selectable<SettlementsTable>; asked: 'now' | 'again' | 'no' }> {
+): Promise<{ settlement: SettlementRow; asked: 'now' | 'again' | 'no' }> {
   return ctx.inTransaction(async (trx) => {
     // The seller's row lock: concurrent settle-now calls for this seller queue behind it.
     const seller = await trx
@@ -94,7 +91,7 @@ async function askSeller(
       .where('period_key', '=', period.key)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    if (PAID_THIS_PERIOD.includes(settlement.status)) return { settlement, asked: 'no' };
+    if (HAS_PAYOUT.includes(settlement.status)) return { settlement, asked: 'no' };
     const askedBefore = settlement.status === 'pending' && !created;
     if (settlement.status === 'skipped') {
       await trx
@@ -113,8 +110,8 @@ export async function waitForSettlements(
   ctx: ServiceContext<SettlementDB>,
   settlementIds: string[],
   waitMs: number,
-  whileStatus: Selectable<SettlementsTable>['status'],
-): Promise<Array<Selectable<SettlementsTable>>> {
+  whileStatus: SettlementRow['status'],
+): Promise<SettlementRow[]> {
   if (settlementIds.length === 0) return [];
   const deadline = Date.now() + waitMs;
   const read = () =>

@@ -270,11 +270,7 @@ export class ConfirmationWatch {
     }
   }
 
-  private async markBroadcast(
-    transferId: string,
-    sentNow: boolean,
-    minedIn: bigint | null = null,
-  ): Promise<void> {
+  private async markBroadcast(transferId: string, sentNow: boolean, minedIn: bigint | null = null) {
     await this.deps.ctx.db
       .updateTable('outgoing_transfers')
       .set((eb) => ({
