@@ -8,16 +8,15 @@ export const SettlementReason = {
 
 /** Why the ledger reserved nothing for a settlement (`payout.refused`; the settlement is `skipped`). */
 export const SkipReasons = {
+  /** the ledger's available balance is below the seller's minimum settlement amount */
   BelowMinimum: 'below_minimum',
+  /** nothing (or less than nothing: a refund after settlement) is available */
   NothingAvailable: 'nothing_available',
 } as const satisfies Record<string, SkipReason>;
 
 /** Why settle-now paid nothing to a seller: the ledger's refusal, or one of its own. */
 export const SettleNowSkip = {
-  /** the ledger's available balance is below the seller's minimum settlement amount */
-  BelowMinimum: SkipReasons.BelowMinimum,
-  /** nothing (or less than nothing: a refund after settlement) is available */
-  NothingAvailable: SkipReasons.NothingAvailable,
+  ...SkipReasons,
   /** this period already has a payout (sending, completed or failed): one payout per seller and period */
   AlreadySettledThisPeriod: 'already_settled_this_period',
   /** the ledger has not decided within LEDGER_TIMEOUT_MS; the settlement stays pending until it does */

@@ -1,15 +1,18 @@
 import { DEV_OPERATOR_TOKEN, parseEnv, str } from '@paygate/runtime';
+import type { Static } from '@sinclair/typebox';
 import { SettleCliError } from '../errors';
 import { SettleNowSkip } from '../reasons';
-import { MAX_SETTLE_WAIT_MS } from '../settlements/schemas';
+import { MAX_SETTLE_WAIT_MS, type SettleNowBody } from '../settlements/schemas';
 import type { SettleNowResult } from '../settlements/settle-now';
+
+type SettleArgs = Static<typeof SettleNowBody> & { waitMs: number };
 
 const USAGE = `usage: pnpm --filter @paygate/settlement settle -- (--seller <sellerId> | --all) [--wait <seconds>]
   env: SETTLEMENT_URL (default http://127.0.0.1:8086), OPERATOR_TOKEN`;
 
 /** Parses `--seller sel_… | --all [--wait 30]`; throws the usage on anything else. */
-export function parseSettleArgs(argv: string[]): { sellerId?: string; all?: true; waitMs: number } {
-  const out: { sellerId?: string; all?: true; waitMs: number } = { waitMs: 30_000 };
+export function parseSettleArgs(argv: string[]): SettleArgs {
+  const out: SettleArgs = { waitMs: 30_000 };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--all') out.all = true;
