@@ -151,16 +151,9 @@ export class X402Settlement {
       await this.authorizations.releasePending(claimed, reply.txHash, this.staleBefore());
       return settlementPending(reply.txHash);
     }
-    let claim: PaymentClaim | undefined;
     const claimStarted = performance.now();
-    try {
-      claim = await this.claimTransfer(claimed.key, payment, purchase, reply, 'live');
-    } catch (error) {
-      if (!(error instanceof LedgerClaimRefused)) throw error;
-      // The ledger did not answer: the row stays `submitting`, the recovery pass claims it later.
-      return refused(503, claimUnavailable, error.failure.message);
-    }
-    if (!claim) return alreadyPaid(reply.txHash);
+    const claim = await this.claimOrUnavailable(claimed.key, payment, purchase, reply, 'live');
+    if (!claim || 'ok' in claim) return claim ?? alreadyPaid(reply.txHash);
     const t = reply.timings;
     return {
       ok: true,
@@ -184,6 +177,18 @@ export class X402Settlement {
     if (status === 503) await this.authorizations.forget(claimed);
     else await this.authorizations.markRefused(claimed.key, reason);
     return refused(status, reason, reply.message);
+  }
+
+  /** A ledger that did not answer is a 503: the row stays `submitting`, the recovery pass claims it later. */
+  private async claimOrUnavailable(
+    ...args: Parameters<X402Settlement['claimTransfer']>
+  ): Promise<PaymentClaim | Refused | undefined> {
+    try {
+      return await this.claimTransfer(...args);
+    } catch (error) {
+      if (!(error instanceof LedgerClaimRefused)) throw error;
+      return refused(503, claimUnavailable, error.failure.message);
+    }
   }
 
   private async claimTransfer(
@@ -282,11 +287,10 @@ export class X402Settlement {
   private async finishPending(row: AuthorizationRow, purchase: Purchase): Promise<X402Outcome> {
     const key = keyOfRow(row);
     const claimed: ClaimedAuthorization = { key, claimedAt: row.updated_at };
-    const reply = await this.send(
-      authorizationOfRow(row),
-      row.signature,
-      this.settings.x402InclusionWaitMs,
-    ).catch(() => undefined);
+    const authorization = authorizationOfRow(row);
+    const reply = await this.send(authorization, row.signature, this.settings.x402InclusionWaitMs).catch(
+      () => undefined,
+    );
     if (reply && !reply.ok && RELAYER_REASONS[reply.reason][0] === 402)
       return this.relayerRefused(claimed, reply);
     if (!reply?.ok || reply.status !== 'confirmed') {
@@ -294,20 +298,14 @@ export class X402Settlement {
       await this.authorizations.releasePending(claimed, txHash, this.staleBefore());
       return settlementPending(txHash);
     }
-    let claim: PaymentClaim | undefined;
-    try {
-      claim = await this.claimTransfer(
-        key,
-        { authorization: authorizationOfRow(row) },
-        purchaseOfRow(row),
-        reply,
-        'recovered',
-      );
-    } catch (error) {
-      if (!(error instanceof LedgerClaimRefused)) throw error;
-      return refused(503, claimUnavailable, error.failure.message);
-    }
-    if (!claim) return alreadyPaid(reply.txHash);
+    const claim = await this.claimOrUnavailable(
+      key,
+      { authorization },
+      purchaseOfRow(row),
+      reply,
+      'recovered',
+    );
+    if (!claim || 'ok' in claim) return claim ?? alreadyPaid(reply.txHash);
     const reused = await this.payments.reuseClaim(claim, purchase);
     return reused.ok ? settledBefore(reused.claim) : alreadyPaid(reply.txHash);
   }
