@@ -43,12 +43,9 @@ export class BlockedPayers extends PolledTask implements BackgroundTask {
   }
 
   async refresh(): Promise<void> {
-    const rows = await sql<{
-      seller_id: string;
-      payer: string;
-    }>`select seller_id, payer from blocked_payers`.execute(this.db);
+    const rows = await this.db.selectFrom('blocked_payers').select(['seller_id', 'payer']).execute();
     this.bySeller = new Map();
-    for (const row of rows.rows) this.remember(row.seller_id, row.payer);
+    for (const row of rows) this.remember(row.seller_id, row.payer);
   }
 
   async list(sellerId: string) {
