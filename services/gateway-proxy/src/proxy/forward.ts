@@ -79,12 +79,11 @@ export interface ForwardOptions {
 
 export const FORWARD_CONNECTIONS_PER_ORIGIN = 256;
 
-function safeRequestHeaders(incoming: IncomingHttpHeaders): OutgoingHttpHeaders {
+function keptHeaders(incoming: IncomingHttpHeaders, dropped: ReadonlySet<string>): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const name in incoming) {
     const value = incoming[name];
-    if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
-    headers[name] = value;
+    if (value !== undefined && !dropped.has(name)) headers[name] = value;
   }
   return headers;
 }
@@ -174,7 +173,7 @@ function sendUpstream(
   done: (result: ForwardResult) => void,
 ): void {
   const method = req.method ?? 'GET';
-  const headers = safeRequestHeaders(req.headers);
+  const headers = keptHeaders(req.headers, DROPPED_REQUEST_HEADERS);
   headers['x-forwarded-for'] = target.clientIp;
   headers['x-forwarded-proto'] =
     typeof req.headers['x-forwarded-proto'] === 'string' ? req.headers['x-forwarded-proto'] : 'http';
@@ -273,12 +272,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       res.destroy();
       return;
     }
-    const headers: OutgoingHttpHeaders = {};
-    const answered = this.upstreamHeaders;
-    for (const name in answered) {
-      const value = answered[name];
-      if (value !== undefined && !DROPPED_RESPONSE_HEADERS.has(name)) headers[name] = value;
-    }
+    const headers = keptHeaders(this.upstreamHeaders, DROPPED_RESPONSE_HEADERS);
     for (const name in extraHeaders) headers[name] = extraHeaders[name];
     res.writeHead(this.status, headers);
     this.relaying = true;
