@@ -1,12 +1,5 @@
 import { DEFAULT_HOLD_HOURS_BY_KIND, UsdcAmount } from '@paygate/contracts';
-import {
-  type AnyRoute,
-  badRequest,
-  defineRoute,
-  errorBody,
-  HttpError,
-  type SharedRateLimiter,
-} from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, errorBody, type SharedRateLimiter } from '@paygate/http';
 import { formatUsdc, parseUsdc } from '@paygate/money';
 import {
   decodePaymentHeader,
@@ -24,6 +17,7 @@ import type { PaymentService } from '../payments/service';
 import { type PaymentClaim, type Purchase, sellerSale } from '../payments/types';
 import { limitCall } from '../rate-limit';
 import type { SignInWithX } from '../x402/extensions/sign-in-with-x';
+import { refusalError } from '../x402/server/challenge';
 import { PaymentRequirementsBody } from '../x402/server/payment-required';
 
 /** A decimal string: a JSON number's digits are a float's by the time the body is parsed. */
@@ -94,8 +88,7 @@ function sendRefusal(
 ): void {
   deps.metrics.refused.inc({ reason: failure.reason });
   if (unavailable) {
-    res.status(503).setHeader('Retry-After', '2');
-    res.json(errorBody(new HttpError(503, failure.reason, failure.message), req.requestId));
+    res.status(503).json(errorBody(refusalError(res, { ...failure, status: 503 }), req.requestId));
     return;
   }
   res.json({ valid: false, reason: failure.reason, message: failure.message, ...(failure.details ?? {}) });
