@@ -312,8 +312,7 @@ async function refusedByRateLimit(
   requestId: string,
 ): Promise<boolean> {
   try {
-    const limiting = limitCall(deps.limiter, deps.rateLimited, res, mcpBucket(caller), MCP_LIMITED);
-    if (limiting) await limiting;
+    await limitCall(deps.limiter, deps.rateLimited, res, mcpBucket(caller), MCP_LIMITED);
     return false;
   } catch (error) {
     if (!(error instanceof HttpError) || error.status !== 429) throw error;

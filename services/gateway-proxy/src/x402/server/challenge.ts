@@ -56,8 +56,7 @@ export function x402Challenge(
   receipts: ReceiptSigner,
 ): { headers: Record<string, string>; body: Record<string, unknown> } {
   const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
-  if (!x402.offered()) return { headers, body: {} };
-  const offer = x402.offer(input);
+  const offer = x402.offered() ? x402.offer(input) : undefined;
   if (!offer) return { headers, body: {} };
   const required = x402PaymentRequired(offer, error, {
     extensions: {

@@ -323,13 +323,12 @@ export class X402Payments implements BackgroundTask {
 
   async recoverOnce(): Promise<void> {
     this.keepOfferFresh();
-    const afterMs = this.staleAfterMs();
     await this.paymentIds.forgetOlderThan(
       new Date(this.settings.now().getTime() - PAYMENT_ID_KEEP_MS),
       PAYMENT_ID_SWEEP_BATCH,
     );
     const rows = await this.authorizations.takeOverStale(
-      new Date(this.settings.now().getTime() - afterMs),
+      new Date(this.settings.now().getTime() - this.staleAfterMs()),
       RECOVERY_BATCH,
     );
     for (const row of rows) {
