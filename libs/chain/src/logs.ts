@@ -69,11 +69,7 @@ export async function getTransferLogs(
   options: GetTransferLogsOptions,
 ): Promise<TransferLog[]> {
   const { fromBlock, toBlock, maxRangeBlocks } = options;
-  for (const [field, value] of [
-    ['fromBlock', fromBlock],
-    ['toBlock', toBlock],
-    ['maxRangeBlocks', maxRangeBlocks],
-  ] as const) {
+  for (const [field, value] of Object.entries({ fromBlock, toBlock, maxRangeBlocks })) {
     if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${field} must be a non-negative integer`);
   }
   if (maxRangeBlocks < 1) throw new Error('maxRangeBlocks must be at least 1');

@@ -1,4 +1,4 @@
-import { TICKET_HEADER } from '@paygate/protocol';
+import { type PaymentKind, TICKET_HEADER } from '@paygate/protocol';
 import type { Request } from 'express';
 import { decodeProtectedHeader, errors, type JWTPayload, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
@@ -15,7 +15,7 @@ interface TicketClaims {
   exp: number;
   method: string;
   path: string;
-  kind: 'payPerCall' | 'subscription' | 'product' | 'service';
+  kind: PaymentKind;
   txHash: string;
   amount: string;
 }

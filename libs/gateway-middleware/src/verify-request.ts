@@ -210,20 +210,12 @@ export function verifyPaygateRequest(options: VerifyPaygateRequestOptions = {}):
   return (req: Request, res: Response, next: NextFunction) => {
     checkForwardedRequest(checks, req).then(
       (outcome) => {
-        if ('status' in outcome) {
-          sendError(res, outcome.status, outcome.reason, outcome.message);
-          return;
-        }
+        if ('status' in outcome) return sendError(res, outcome.status, outcome.reason, outcome.message);
         req.paygate = outcome;
         next();
       },
-      (error) => {
-        if (error instanceof PaygateUnavailableError) {
-          answerUnavailable(res, error.message);
-          return;
-        }
-        next(error);
-      },
+      (error) =>
+        error instanceof PaygateUnavailableError ? answerUnavailable(res, error.message) : next(error),
     );
   };
 }
