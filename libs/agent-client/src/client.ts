@@ -318,10 +318,9 @@ export class PaygateAgent {
   private async chainIdFor(target: RefundTarget): Promise<number> {
     const paid = 'txHash' in target ? this.paymentOf(target) : this.payments.at(-1);
     if (paid) return paid.requirements.chainId;
-    const provider = this.options.wallet.provider;
-    if (!provider)
+    if (!this.options.wallet.provider)
       throw new RefundRequestError('the wallet has no provider to tell the chain id', 0, 'no_chain_id');
-    return Number((await provider.getNetwork()).chainId);
+    return this.walletChainId();
   }
 
   /** The payment this agent made with the target's tx hash. */

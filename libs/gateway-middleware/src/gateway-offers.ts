@@ -17,13 +17,18 @@ export interface Offer {
 /** One request to a paid route, with the resource its payment must name. */
 export type PaidRequest = { offer: Offer; resource: string; req: Request; res: Response; next: NextFunction };
 
-function normalisePrice(price: unknown, constructorName: string): { price: string; priceMicro: bigint } {
+/** A USDC amount the seller configured, in micro-USDC; a TypeError naming `option` when it is not one. */
+export function usdcOption(value: unknown, option: string): bigint {
   try {
-    const priceMicro = parseUsdc(price);
-    return { price: formatUsdc(priceMicro), priceMicro };
+    return parseUsdc(value);
   } catch (error) {
-    throw new TypeError(`${constructorName}: price ${(error as Error).message}`);
+    throw new TypeError(`${option} ${(error as Error).message}`);
   }
+}
+
+function normalisePrice(price: unknown, constructorName: string): { price: string; priceMicro: bigint } {
+  const priceMicro = usdcOption(price, `${constructorName}: price`);
+  return { price: formatUsdc(priceMicro), priceMicro };
 }
 
 export function payPerCallOffer(price: string): Offer {

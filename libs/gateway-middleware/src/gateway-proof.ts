@@ -37,8 +37,9 @@ function coversPrice(amount: string, priceMicro: bigint): boolean {
 /** X-402-Payment (or Payment): Paygate verifies the proof (POST /api/verify) before the handler runs. */
 export async function payWithPaygateProof(api: PaygateApi, paid: PaidRequest, proof: string): Promise<void> {
   const { offer, resource, res } = paid;
-  const refuse = (reason: string, message: string): void =>
-    void res.status(402).json({ error: 'Invalid payment', reason, message });
+  const refuse = (reason: string, message: string) => {
+    res.status(402).json({ error: 'Invalid payment', reason, message });
+  };
   const body = {
     payment: proof,
     price: offer.price,
@@ -52,12 +53,10 @@ export async function payWithPaygateProof(api: PaygateApi, paid: PaidRequest, pr
   if (!result.valid) return refuse(result.reason, result.message);
   // Paygate answers the amount the chain transferred: below this route's price (a cheaper purchase presented
   // again) the handler never runs, whatever Paygate's version decided.
-  const { amount } = result.payment;
-  if (!coversPrice(amount, offer.priceMicro)) {
-    return refuse(
-      'insufficient_amount',
-      `the payment transferred ${amount} USDC; the price is ${offer.price} USDC`,
-    );
+  if (!coversPrice(result.payment.amount, offer.priceMicro)) {
+    const { amount } = result.payment;
+    refuse('insufficient_amount', `the payment transferred ${amount} USDC; the price is ${offer.price} USDC`);
+    return;
   }
   paid.req.x402 = paymentOf(result.payment, offer);
   paid.next();

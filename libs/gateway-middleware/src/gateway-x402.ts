@@ -1,4 +1,3 @@
-import { parseUsdc } from '@paygate/money';
 import {
   decodeX402Payment,
   encodeX402Header,
@@ -12,7 +11,7 @@ import {
 import type { Request, Response } from 'express';
 import { answerRateLimited, MIDDLEWARE_REASONS, sendError } from './error-answers';
 import type { AnswerPaymentRequired, X402RouteOf } from './gateway-answers';
-import type { Offer, PaidRequest } from './gateway-offers';
+import { type Offer, type PaidRequest, usdcOption } from './gateway-offers';
 import { type PaygateApi, PaygateUnavailableError } from './paygate-api';
 import { type PaymentParametersSource, usdcDomainOf } from './payment-parameters';
 import type { GatewayConfig } from './types';
@@ -26,12 +25,7 @@ export type PayWithX402 = (paid: PaidRequest, header: X402Header) => Promise<voi
 export function x402Settings(config: GatewayConfig) {
   if (config.x402 === false) return undefined;
   const given = config.x402 === true || config.x402 === undefined ? {} : config.x402;
-  let minAmountMicro: bigint;
-  try {
-    minAmountMicro = parseUsdc(given.minAmount ?? '0.01');
-  } catch (error) {
-    throw new TypeError(`createGateway: x402.minAmount ${(error as Error).message}`);
-  }
+  const minAmountMicro = usdcOption(given.minAmount ?? '0.01', 'createGateway: x402.minAmount');
   const maxTimeoutSeconds = given.maxTimeoutSeconds ?? 300;
   if (!Number.isInteger(maxTimeoutSeconds) || maxTimeoutSeconds < 10 || maxTimeoutSeconds > 3600) {
     throw new TypeError('createGateway: x402.maxTimeoutSeconds must be an integer from 10 to 3600');

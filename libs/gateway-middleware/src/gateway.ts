@@ -25,7 +25,7 @@ function ticketMiddleware(verifier: TicketVerifier): RequestHandler {
   return async function paygateTicket(req: Request, res: Response, next: NextFunction) {
     try {
       const outcome = await verifier.verify(req);
-      if (!outcome.ok) return void res.status(outcome.status).json(outcome.body);
+      if (!outcome.ok) return res.status(outcome.status).json(outcome.body);
       req.x402 = outcome.payment;
       next();
     } catch (error) {
