@@ -37,17 +37,11 @@ export class PaymentParametersSource {
     if (!this.pinned) void this.refresh();
   }
 
-  /** What is known now; starts a refresh when the fetched copy is old. */
-  current(): PaymentParameters | undefined {
+  /** What is known (an old copy starts a refresh), else one bounded wait shared by concurrent callers. */
+  async get(): Promise<PaymentParameters | undefined> {
     if (this.pinned) return this.pinned;
     if (this.fetched && Date.now() - this.fetched.at >= FRESH_MS) void this.refresh();
-    return this.fetched?.value;
-  }
-
-  /** current(), or one bounded wait shared by concurrent callers (none right after a failed attempt). */
-  async get(): Promise<PaymentParameters | undefined> {
-    const known = this.current();
-    if (known) return known;
+    if (this.fetched?.value) return this.fetched.value;
     if (Date.now() - this.failedAt < RETRY_AFTER_FAILURE_MS && !this.inFlight) {
       void this.refresh();
       return undefined;
