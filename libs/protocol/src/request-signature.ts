@@ -76,10 +76,7 @@ export function parseRequestSignature(value: string | undefined): RequestSignatu
     if (at <= 0 || fields.has(part.slice(0, at))) return null;
     fields.set(part.slice(0, at), part.slice(at + 1));
   }
-  const kid = fields.get('kid');
-  const t = fields.get('t');
-  const nonce = fields.get('nonce');
-  const signature = fields.get('sig');
+  const [kid, t, nonce, signature] = ['kid', 't', 'nonce', 'sig'].map((name) => fields.get(name));
   if (!kid || !t || !nonce || !signature) return null;
   if (!TOKEN.test(kid) || !TOKEN.test(nonce)) return null;
   const signatureLength = kid === FORWARDING_KEY_ID ? 43 : 86;
