@@ -47,17 +47,10 @@ function errorFrom(status: number, bodyText: string): ApiError {
   } catch {
     error = undefined;
   }
-  if (typeof error?.code === 'string') {
-    return new ApiError(
-      status,
-      error.code,
-      error.message ?? `the server answered ${status}`,
-      error.field,
-      error.rule,
-      error.requestId,
-    );
-  }
-  return new ApiError(status, `http_${status}`, `the server answered ${status}`);
+  const fallback = `the server answered ${status}`;
+  if (typeof error?.code !== 'string') return new ApiError(status, `http_${status}`, fallback);
+  const { message, field, rule, requestId } = error;
+  return new ApiError(status, error.code, message ?? fallback, field, rule, requestId);
 }
 
 /**

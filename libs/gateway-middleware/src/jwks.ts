@@ -20,8 +20,7 @@ export class JwksKeys {
 
   private async load(force: boolean): Promise<void> {
     const age = Date.now() - this.fetchedAt;
-    if (!force && age < JWKS_TTL_MS) return;
-    if (force && age < JWKS_MIN_REFETCH_MS) return;
+    if (age < (force ? JWKS_MIN_REFETCH_MS : JWKS_TTL_MS)) return;
     const res = await this.api.request('/.well-known/jwks.json');
     if (!res.ok) throw new PaygateUnavailableError(`Paygate answered ${res.status} for its JWKS`);
     const { keys } = (await res.json()) as {
