@@ -4,7 +4,7 @@ import { type Harness, skillSnapshot, startHarness, startUpstream } from './harn
 
 jest.setTimeout(60_000);
 
-/** Every attack of issue 4 point 11, each refused with its own reason, against real Postgres, NATS and anvil. */
+/** Every attack on a payment proof in docs/security.md, each refused with its own reason, against real Postgres, NATS and anvil. */
 describe('gateway-proxy: attacks refused', () => {
   let h: Harness;
   let upstream: Awaited<ReturnType<typeof startUpstream>>;

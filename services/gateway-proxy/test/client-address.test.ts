@@ -1,5 +1,5 @@
 /**
- * Rate limits behind a proxy (security issue, point 6): the client address is the right-most X-Forwarded-For
+ * Rate limits behind a proxy: the client address is the right-most X-Forwarded-For
  * hop that is not a trusted proxy (TRUSTED_PROXIES), so clients behind a real HTTP proxy get buckets of their
  * own, and an X-Forwarded-For sent by anyone else is ignored. Clients are told apart by the loopback address
  * their sockets bind (127.0.0.2, 127.0.0.3…); only the proxy's 127.0.0.1 is trusted.

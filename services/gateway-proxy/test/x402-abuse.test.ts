@@ -1,5 +1,5 @@
 /**
- * Relayer gas burnt for free, and the facilitator used without bounds (security issue, point 5): with the real
+ * Relayer gas burnt for free, and the facilitator used without bounds: with the real
  * registry (seller keys), settlement's relayer and anvil, each abuse is refused and no gas is spent on it.
  *
  *   npx jest --ci services/gateway-proxy/test/x402-abuse.test.ts
@@ -104,7 +104,7 @@ describe('x402 abuse: minimum amount, validity window, used authorizations, rela
     const key = await newSellerKey();
     const payer = await newPayer();
     const nonceBefore = await relayerNonce();
-    // The issue's reproduction: five settles of 1 micro-USDC made five relayer transactions.
+    // Dust settles: each would otherwise cost the relayer a transaction.
     for (let i = 0; i < 5; i++) {
       const { body } = await facilitatorBody(payer, 1n);
       const settle = await call('settle', key, body);

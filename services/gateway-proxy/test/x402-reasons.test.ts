@@ -1,5 +1,5 @@
 /**
- * x402's reason codes (issue 22): every code Paygate answers is `@x402/evm`'s own (read from the installed
+ * x402's reason codes: every code Paygate answers is `@x402/evm`'s own (read from the installed
  * package) or the x402 specification's, except the few Paygate-only ones; and every named check of the exact EVM
  * scheme answers its code, through the facilitator's /verify (real registry, anvil, Postgres, NATS).
  *

@@ -28,7 +28,7 @@ import { startRelayer } from './relayer';
 jest.setTimeout(90_000);
 
 /**
- * What reference x402 code notices about Paygate (issue 20, point 5): bazaar metadata that `@x402/extensions`
+ * What reference x402 code notices about Paygate: bazaar metadata that `@x402/extensions`
  * validates, discovery filters as `withBazaar` sends them, the paid URL's query in `resource.url`, concurrent
  * copies of one payment settled once and answered settled once, and Server-Timing on the facilitator routes.
  */
