@@ -1,8 +1,7 @@
 /**
- * The one retry backoff, a ceiling min(maxMs, baseMs * 2^(attempt-1)). `backoffDelayMs` (full jitter) spreads
- * the job loops' retries of work that failed together; the bus waits the ceiling itself (`backoffCeilingMs`),
- * so a consumer's attempts fix how long a dependency may be down before an event is parked (jitter could
- * spend them in moments), and a polling loop's wait after n failures stays the documented one.
+ * The one retry backoff, a ceiling min(maxMs, baseMs * 2^(attempt-1)). Job loops use full jitter
+ * (`backoffDelayMs`); the bus waits the ceiling, so a consumer's attempts fix how long a dependency may be down
+ * before an event is parked.
  */
 export interface BackoffPolicy {
   baseMs: number;
@@ -18,10 +17,7 @@ export function backoffCeilingMs(attempt: number, policy: Pick<BackoffPolicy, 'b
   return Math.min(policy.baseMs * 2 ** exponent, policy.maxMs);
 }
 
-/**
- * The delay after attempt `attempt` (1-based): a uniform draw in [0, backoffCeilingMs], rounded; undefined
- * once `attempt` reaches `maxAttempts`. `random` is in [0, 1) (tests pass a fixed one; 1 gives the ceiling).
- */
+/** A uniform draw in [0, backoffCeilingMs] after attempt `attempt` (1-based); undefined once at `maxAttempts`. */
 export function backoffDelayMs(
   attempt: number,
   policy: BackoffPolicy,

@@ -64,22 +64,22 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     );
   }
   const inboxPrefix = options.user ? inboxPrefixFor(options.user) : '_INBOX';
+  const servers = natsServerList(options.url);
+  const timeout = options.timeoutMs ?? 5000;
   const nc = await connect({
-    servers: natsServerList(options.url),
+    servers,
     name: options.name,
-    timeout: options.timeoutMs ?? 5000,
-    // Forever: a service whose NATS connection closed for good would stop publishing and consuming while it
-    // still looks alive. Every cluster URL is known up front, and the servers' gossip adds the rest.
+    timeout,
+    // Forever: a service whose connection closed for good would stop working while it still looks alive.
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
-    // A server that hangs (stopped, partitioned) is noticed after three unanswered pings, not the default 4
-    // min.
+    // A hung server is noticed after three unanswered pings, not the default 4 min.
     pingInterval: 5000,
     maxPingOut: 3,
     // No stack captured per request and publish (costly at thousands a second); errors still name the subject.
     noAsyncTraces: true,
     ...(options.user ? { user: options.user, pass: options.password, inboxPrefix } : {}),
-    ...(options.caFile || natsServerList(options.url).some((server) => server.startsWith('tls://'))
+    ...(options.caFile || servers.some((server) => server.startsWith('tls://'))
       ? { tls: options.caFile ? { caFile: options.caFile } : {} }
       : {}),
   });
@@ -87,8 +87,8 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
   const ns = options.namespace;
   return {
     nc,
-    js: nc.jetstream({ timeout: options.timeoutMs ?? 5000 }),
-    jsm: await nc.jetstreamManager({ timeout: options.timeoutMs ?? 5000 }),
+    js: nc.jetstream({ timeout }),
+    jsm: await nc.jetstreamManager({ timeout }),
     namespace: ns,
     eventsStream,
     deadLetterStream,
@@ -103,9 +103,8 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
 }
 
 /**
- * One stream for all events of a namespace, one for its dead letters. `replicas` (3 on a cluster) is left out
- * of the comparison with an existing stream, so a service declaring the default never shrinks a replicated
- * one.
+ * One stream for a namespace's events, one for its dead letters. `replicas` is left out of the comparison with
+ * an existing stream, so a service declaring the default never shrinks a replicated one.
  */
 export async function ensureStreams(
   bus: Bus,
@@ -149,8 +148,7 @@ export async function ensureStreams(
       if (created) continue;
       existing = await currentConfig();
     }
-    // A stream as declared is left alone: a service's NATS user may look streams up and create them, never
-    // update them (that takes the admin user), so only a changed declaration reaches the update.
+    // A stream as declared is left alone: only the admin user may update streams.
     if (existing && sameStreamConfig(existing, config)) continue;
     await bus.jsm.streams.update(definition.name, config);
   }
@@ -179,8 +177,8 @@ export async function deleteStreams(bus: Bus): Promise<void> {
 export const STORE_ANCHOR_STREAM = 'PAYGATE_STORE_ANCHOR';
 
 /**
- * Keeps one stream in the account for good: nats-server 2.9 removes the `streams` directory with the last
- * file stream, and a stream created at that moment fails ("error creating store for stream").
+ * Keeps one stream in the account for good: nats-server 2.9 removes the `streams` directory with the last file
+ * stream, and a stream created at that moment fails ("error creating store for stream").
  */
 export async function anchorStreamStore(jsm: JetStreamManager): Promise<void> {
   await jsm.streams

@@ -47,9 +47,8 @@ interface CommonConsumerOptions<S extends Subject> {
 }
 
 /**
- * One event per transaction (`handler`), or what has arrived, up to `batchSize`, in one (`batchHandler`):
- * inbox rows and effects commit together, so a hot path fsyncs once per batch; nothing waits for a batch to
- * fill.
+ * One event per transaction (`handler`), or what has arrived, up to `batchSize`, in one (`batchHandler`, a hot
+ * path fsyncs once per batch); nothing waits for a batch to fill.
  */
 export type ConsumerOptions<S extends Subject, DB> = CommonConsumerOptions<S> &
   (
@@ -62,8 +61,7 @@ export type DeclaredConsumer<DB> = ConsumerOptions<Subject, DB> & { readonly __d
 
 /** Types a consumer's handler by its subject (`event.data` is that subject's payload) and lists it with others. */
 export function defineConsumer<S extends Subject, DB>(options: ConsumerOptions<S, DB>): DeclaredConsumer<DB> {
-  // Sound: the runtime hands each consumer only events of its own subject (validated against that subject's
-  // schema).
+  // Sound: each consumer is handed only events of its own subject, validated against its schema.
   return options as unknown as DeclaredConsumer<DB>;
 }
 
@@ -77,10 +75,9 @@ export function consumersOf<DB>(): <S extends Subject>(
 type Envelope<S extends Subject> = EventEnvelope<S, EventData<S>>;
 
 /**
- * A durable JetStream consumer with an inbox: the event id is recorded in the same transaction as the
- * handler's effect, so a redelivered event is acknowledged and does nothing. Failures are retried with
- * bounded exponential backoff, then parked on the dead-letter subject for an operator to replay. A batch that
- * fails is retried one event per transaction, so one bad event never holds others back.
+ * A durable JetStream consumer with an inbox: the event id is recorded in the handler's transaction, so a
+ * redelivery does nothing. Failures are retried with bounded backoff, then dead-lettered; a failed batch is
+ * retried one event per transaction, so one bad event never holds others back.
  */
 export class InboxConsumer<S extends Subject, DB> {
   private messages: ConsumerMessages | undefined;
@@ -249,8 +246,7 @@ export class InboxConsumer<S extends Subject, DB> {
       },
       async () => {
         await this.db.transaction().execute(async (trx) => {
-          // Sorted, so two transactions holding the same redelivered events take their inbox keys in one
-          // order.
+          // Sorted: two transactions with the same redelivered events take their inbox keys in one order.
           const ids = [...new Set(envelopes.map((e) => e.id))].sort();
           const inserted = await sql<{ event_id: string }>`insert into inbox (consumer, event_id)
               select ${this.options.durable}, id from unnest(${ids}::text[]) id order by id

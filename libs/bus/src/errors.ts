@@ -43,10 +43,7 @@ export const isConsumerExistsError = (error: unknown) =>
     JetStreamErrorCode.ConsumerExists,
   );
 
-/**
- * A JetStream API request with no answer in time or no responder (a leader election, an overloaded server):
- * worth asking again; a refusal (a bad configuration, a permission) is not.
- */
+/** No answer in time or no responder (a leader election): worth asking again, unlike a refusal. */
 export function isTransientJetStreamError(error: unknown): boolean {
   const code = (error as { code?: unknown } | undefined)?.code;
   return code === 'TIMEOUT' || code === '503';

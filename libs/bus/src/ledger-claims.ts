@@ -5,18 +5,14 @@ import { RpcUnavailableError, requestRpc } from './rpc';
 /** How long a claimant waits for the ledger's answer before it treats the ledger as unavailable. */
 export const LEDGER_CLAIM_TIMEOUT_MS = 3000;
 
-/**
- * A `ledger.claim_transfer` request: the transfer, who claims it (`claimedVia`), what it pays for and the payment
- * the ledger books with the claim (`payment`, one ledger transaction).
- */
+/** A `ledger.claim_transfer` request: the transfer, who claims it, and the payment booked with the claim. */
 export type LedgerClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 /** The path a transfer is claimed through (x402, verify, checkout, operator_refund). */
 export type { ClaimedVia };
 
 /**
- * The ledger's answer to a claim, as every claimant reads it. `ledger_unavailable`: no answer in time, no
- * responder, or an answer that is not an outcome (`invalid_request`, `internal_error`); nothing was decided, so
- * nothing may be served or recorded. `error` is set when there was no answer at all.
+ * The ledger's answer to a claim. `ledger_unavailable`: no answer (then `error` is set) or one that is not an
+ * outcome; nothing was decided, so nothing may be served or recorded.
  */
 export type LedgerClaimResult =
   /** The transfer is this claimant's; `paymentId` the payment booked with its claim (the first request's). */
@@ -25,11 +21,7 @@ export type LedgerClaimResult =
   | { ok: false; reason: 'transfer_reorged' | 'amount_differs' | 'payer_differs'; message: string }
   | { ok: false; reason: 'ledger_unavailable'; message: string; error?: RpcUnavailableError };
 
-/**
- * The one client of `ledger.claim_transfer` (escrow-ledger spends an on-chain transfer on one thing and books its
- * payment; the first claim wins): checkout and gateway-proxy claim through it and map its result to their own
- * errors.
- */
+/** The one client of `ledger.claim_transfer` (the first claim of an on-chain transfer wins), for every claimant. */
 export class LedgerClaimClient {
   constructor(
     private readonly bus: Bus,
@@ -51,21 +43,13 @@ export class LedgerClaimClient {
         ...(reply.transactionId ? { transactionId: reply.transactionId } : {}),
       };
     }
-    if (reply.reason === 'claimed_elsewhere') {
-      return {
-        ok: false,
-        reason: reply.reason,
-        claimedBy: reply.claimedBy.claimedVia,
-        message: reply.message,
-      };
+    const { reason, message } = reply;
+    if (reason === 'claimed_elsewhere') {
+      return { ok: false, reason, claimedBy: reply.claimedBy.claimedVia, message };
     }
-    if (reply.reason === 'invalid_request' || reply.reason === 'internal_error') {
-      return {
-        ok: false,
-        reason: 'ledger_unavailable',
-        message: `the ledger could not answer: ${reply.message}`,
-      };
+    if (reason === 'invalid_request' || reason === 'internal_error') {
+      return { ok: false, reason: 'ledger_unavailable', message: `the ledger could not answer: ${message}` };
     }
-    return { ok: false, reason: reply.reason, message: reply.message };
+    return { ok: false, reason, message };
   }
 }

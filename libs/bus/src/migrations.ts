@@ -3,9 +3,8 @@ import { outboxInbox } from './migrations/2026-12-02-0900-outbox-inbox';
 import { reorgTombstones } from './migrations/2026-12-02-0900-reorg-tombstones';
 
 /**
- * The tables the bus's code owns, as migrations a service lists in its own (services/<name>/migrations/index.ts).
- * Frozen and locked like a service's (deploy/migrations.lock.json): a change is a new dated file in migrations/.
- * Names sort before the services' own migrations.
+ * The bus's tables, as migrations a service lists in its own; frozen and locked like a service's (a change is a
+ * new dated file), named to sort before the services' own.
  */
 
 /** `outbox` and `inbox`, in every service's schema. */

@@ -24,9 +24,8 @@ export interface AuthorizedNatsServer {
 }
 
 /**
- * Runs a nats-server with JetStream and the users generated for `namespace` (renderNatsServerConfig), in `dir`
- * (its config, owner-readable only, and its JetStream store). Port 0 lets the OS choose: the server logs the
- * port it listens on, and this waits for that line and for "Server is ready" (at most `startTimeoutMs`).
+ * Runs a nats-server with JetStream and the users generated for `namespace`, its config and store in `dir`.
+ * Port 0 lets the OS choose; this waits for the logged port and "Server is ready" (at most `startTimeoutMs`).
  */
 export async function startAuthorizedNatsServer(options: {
   binary: string;

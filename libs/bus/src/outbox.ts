@@ -28,10 +28,8 @@ export class EventTooLargeError extends BusError {
 }
 
 /**
- * Writes an event into the outbox in the caller's transaction: it is published only if that transaction
- * commits, and nothing committed is lost if the process dies before the relay runs. Throws EventTooLargeError
- * for an event no relay could publish. An event without a trace context gets the caller's (when a span is active),
- * stored with it: the relay publishes it later, from another context, with this one in its headers.
+ * Writes an event into the outbox in the caller's transaction, so it is published exactly when that commits.
+ * An event without a trace context gets the active one, stored with it for the relay to publish in its headers.
  */
 export async function enqueueEvent<DB>(trx: Transaction<DB>, event: EventEnvelope): Promise<void> {
   const envelope = withCurrentTrace(event);
@@ -58,27 +56,19 @@ function withCurrentTrace(envelope: EventEnvelope): EventEnvelope {
   if (envelope.trace?.traceparent) return envelope;
   const carrier = currentTraceCarrier();
   if (!carrier.traceparent) return envelope;
-  return {
-    ...envelope,
-    trace: {
-      traceparent: carrier.traceparent,
-      ...(carrier.tracestate ? { tracestate: carrier.tracestate } : {}),
-    },
-  };
+  const { traceparent, tracestate } = carrier;
+  return { ...envelope, trace: { traceparent, ...(tracestate ? { tracestate } : {}) } };
 }
 
 export interface OutboxRelayOptions {
   batchSize?: number;
   pollIntervalMs?: number;
   publishTimeoutMs?: number;
-  /**
-   * Publishes of one pass awaiting their acks at once. 1 publishes strictly one after another: a row behind a
-   * failed one then always waits for the next pass.
-   */
+  /** Publishes of one pass awaiting their acks at once (1: strictly one after another). */
   publishInFlight?: number;
   /** How long one row's publish is retried (same Nats-Msg-Id) before the pass ends; past a leader election. */
   publishRetryMs?: number;
-  /** Rows deleted per statement, and statements per pruning pass (a pass is bounded; the next one goes on). */
+  /** Rows deleted per statement, and statements per pruning pass (the next pass goes on). */
   pruneBatchSize?: number;
   pruneMaxBatches?: number;
 }
@@ -90,9 +80,8 @@ const RETAIN_INBOX_DAYS = 31;
 const PRUNE_INTERVAL_MS = 60_000;
 
 /**
- * Publishes outbox rows to JetStream with Nats-Msg-Id = event id. Several replicas may run: rows are
- * claimed with FOR UPDATE SKIP LOCKED, and a row published twice (crash before marking) is dropped
- * by JetStream's duplicate window and, past it, by every consumer's inbox.
+ * Publishes outbox rows to JetStream with Nats-Msg-Id = event id. Replicas claim rows FOR UPDATE SKIP LOCKED; a
+ * row published twice (crash before marking) is dropped by JetStream's duplicate window, past it by each inbox.
  */
 export class OutboxRelay {
   private lastPrune = 0;
@@ -143,9 +132,8 @@ export class OutboxRelay {
   }
 
   /**
-   * Runs a pass now and waits for it, at most `timeoutMs`: for a change whose announcement must be out before the
-   * caller answers (a revoked API key: every SellerAuth cache forgets it when seller.updated is published). Past the
-   * bound the event still goes out with a later pass; the caller only stops waiting.
+   * Runs a pass now and waits for it, at most `timeoutMs` (then a later pass publishes): for an event that must be
+   * out before the caller answers (a revoked API key's seller.updated).
    */
   async publishNow(timeoutMs = this.options.publishTimeoutMs): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
@@ -159,10 +147,7 @@ export class OutboxRelay {
     clearTimeout(timer);
   }
 
-  /**
-   * Ask for a pass in `delayMs` (asks meanwhile share it): for events written on a hot path whose answers should go
-   * out before their publishing competes with them (a burst of paid calls), still well before the next poll.
-   */
+  /** A pass in `delayMs` (asks meanwhile share it): a hot path's answers go out before its publishing competes. */
   kickSoon(delayMs: number): void {
     if (this.soon) return;
     this.soon = setTimeout(() => {
@@ -179,12 +164,9 @@ export class OutboxRelay {
   }
 
   /**
-   * One bounded pass: claim up to batchSize rows, publish them in id order with up to publishInFlight awaiting their
-   * acks, mark the published ones in one statement. Sent in order on one connection, the stream stores them in
-   * order while every publish succeeds. The first failure stops further sends: it and the rows not sent yet wait
-   * for the next pass; rows already in flight behind it (fewer than publishInFlight) may land before it. No
-   * consumer relies on more: each runs several transactions at once behind its inbox, and two relay replicas
-   * already interleave their passes. Exactly-once is the Nats-Msg-Id (the event id) and every consumer's inbox.
+   * One pass: claims up to batchSize rows, publishes them in id order with up to publishInFlight awaiting acks,
+   * marks the published ones. The first failure stops further sends (rows in flight behind it may land first; no
+   * consumer relies on order, exactly-once is the Nats-Msg-Id and each inbox).
    */
   async publishBatch(): Promise<number> {
     const db = this.db;
@@ -252,14 +234,10 @@ export class OutboxRelay {
     return found.rows[0]?.waiting === true;
   }
 
-  private publish(row: {
-    id: string;
-    subject: string;
-    body: string;
-    type: string | null;
-    traceparent: string | null;
-    tracestate: string | null;
-  }) {
+  private publish(
+    row: Record<'id' | 'subject' | 'body', string> &
+      Record<'type' | 'traceparent' | 'tracestate', string | null>,
+  ) {
     const headers = natsHeaders();
     if (row.traceparent) headers.set('traceparent', row.traceparent);
     if (row.tracestate) headers.set('tracestate', row.tracestate);
@@ -272,18 +250,12 @@ export class OutboxRelay {
     });
   }
 
-  /**
-   * Postgres writes jsonb with a space after each separator; an event near MAX_EVENT_BYTES (many short array
-   * elements) could grow past max_payload that way, so a large one is written compactly again.
-   */
+  /** Postgres prints jsonb with spaces after separators, which could push a large event past max_payload. */
   private bodyOf(text: string): string {
     return text.length * 3 > MAX_EVENT_BYTES ? JSON.stringify(JSON.parse(text)) : text;
   }
 
-  /**
-   * Deletes published outbox rows and inbox rows past their retention, oldest first, in bounded batches
-   * (at most pruneMaxBatches statements of pruneBatchSize rows; a bigger backlog goes on at the next pass).
-   */
+  /** Deletes published outbox rows and inbox rows past their retention, in bounded batches. */
   async prune(): Promise<{ outbox: number; inbox: number }> {
     return {
       outbox: await this.deleteInBatches(

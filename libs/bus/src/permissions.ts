@@ -13,12 +13,9 @@ import { streamNames } from './connection';
 import { inboxPrefixFor } from './inbox';
 
 /**
- * NATS users and their permissions, generated from @paygate/contracts (who owns each subject, who serves and who
- * calls each RPC, each service's consumers and live subscriptions) for nats-server 2.9's `authorization` block.
- * Every service gets its own user that may publish and subscribe to exactly what it needs in one event namespace:
- * only the ledger may publish `refund.*`, only the registry may serve `registry.*` RPCs, only the notifier may ask
- * for webhook secrets. The JetStream API is allowed per stream and per durable consumer (and a consumer may be
- * created only with its declared filter subject); replies come back on the user's own inbox prefix.
+ * NATS users for nats-server 2.9's `authorization` block, generated from @paygate/contracts: each service may
+ * publish and subscribe to exactly what it owns, serves, calls and consumes in one namespace, use the JetStream
+ * API per stream and per declared durable, and read replies on its own inbox prefix.
  */
 
 /** The operator's user: stream administration, dead-letter replay, tests' observers. Never given to a service. */
@@ -48,8 +45,7 @@ export function busPermissions(service: ServiceName, namespace: string): NatsPer
     ...owned.map((subject) => `${namespace}.${subject}`),
     ...called.map((name) => `rpc.${namespace}.${name}`),
     `${api}.INFO`,
-    // Streams: look them up, and create them when missing (a create with another config than the existing stream's
-    // fails, so a service cannot change a stream; updates are the admin's).
+    // Look streams up and create them (a create with another config fails; updates are the admin's).
     ...[eventsStream, deadLetterStream].flatMap((stream) => [
       `${api}.STREAM.INFO.${stream}`,
       `${api}.STREAM.CREATE.${stream}`,
@@ -88,9 +84,8 @@ export function generateNatsPasswords(): NatsPasswords {
 }
 
 /**
- * The `authorization { users = [...] }` block of nats-server.conf: one user per service (named like the service)
- * with its permissions in `namespace`, and the admin without restrictions. Strings are JSON-quoted, which the
- * NATS config parser reads as plain strings (a quoted `$JS…` is not a variable).
+ * The `authorization { users = [...] }` block: one user per service, named like it, and the unrestricted admin.
+ * Strings are JSON-quoted, which NATS reads as plain strings (a quoted `$JS…` is not a variable).
  */
 export function renderNatsAuthorization(options: { namespace: string; passwords: NatsPasswords }): string {
   const quote = (value: string) => JSON.stringify(value);

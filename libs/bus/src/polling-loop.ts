@@ -1,10 +1,7 @@
 import type { Logger } from '@paygate/telemetry';
 import { backoffCeilingMs } from './backoff';
 
-/**
- * What a pass tells the loop about the next one: nothing (wait the interval), `true` (more work is waiting:
- * run again at once) or `{ delayMs }` (wait this long instead, e.g. a follower retrying leadership).
- */
+/** A pass's word on the next: nothing (wait the interval), `true` (run again at once) or `{ delayMs }`. */
 // biome-ignore lint/suspicious/noConfusingVoidType: a pass with nothing to say is a plain `async () => {}`.
 export type PassOutcome = void | boolean | { delayMs: number };
 
@@ -16,10 +13,7 @@ export interface PollingLoopOptions {
   intervalMs: number;
   /** Delay of the first pass after start(): 0 (default) runs it at once. */
   firstDelayMs?: number;
-  /**
-   * With a bound, consecutive failures wait intervalMs * 2^failures up to it (a broken dependency is not
-   * hammered); without one, a failed pass waits the interval like any other.
-   */
+  /** With a bound, consecutive failures wait intervalMs * 2^failures up to it; without, the interval. */
   maxBackoffMs?: number;
   /** How a failed pass is reported; by default one warn line with the error per failure. */
   onFailure?: (error: unknown, consecutiveFailures: number) => void;
@@ -30,9 +24,8 @@ export interface PollingLoopOptions {
 }
 
 /**
- * A background task that runs one pass at a time: every `intervalMs`, at once when kicked (a kick during a
- * pass runs one more pass right after it), with optional backoff on failures, and a clean stop that waits
- * for the running pass. A pass never overlaps another, and a failure never ends the loop.
+ * Runs one pass at a time: every `intervalMs`, at once when kicked (a kick during a pass runs another after
+ * it), with optional backoff on failures; stop waits for the running pass. A failure never ends the loop.
  */
 export class PollingLoop {
   private timer: NodeJS.Timeout | undefined;
@@ -68,11 +61,7 @@ export class PollingLoop {
     this.schedule(0);
   }
 
-  /**
-   * Kicks, and resolves once a pass that started after this call has ended (whatever its outcome), or at once
-   * when the loop is stopped: for a caller that must know its work went out (a revoked key) before it
-   * answers.
-   */
+  /** Kicks, and resolves once a pass started after this call has ended (or at once when stopped). */
   runSoon(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     const ran = new Promise<void>((resolve) => this.waitingForNextPass.push(resolve));

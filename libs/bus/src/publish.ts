@@ -5,18 +5,19 @@ import { requestReply } from './reply-inbox';
 
 const decoder = new TextDecoder();
 
-/** The stream refused a publish (its answer's error): `api_error` as nats.js gives it, so isJetStreamError reads it. */
+type ApiError = { code: number; err_code: number; description: string };
+
+/** The stream refused a publish: `api_error` as nats.js gives it, so isJetStreamError reads it. */
 export class StreamPublishError extends BusError {
   override name = 'StreamPublishError';
-  constructor(readonly api_error: { code: number; err_code: number; description: string }) {
+  constructor(readonly api_error: ApiError) {
     super(`stream refused the publish: ${api_error.description} (${api_error.err_code})`);
   }
 }
 
 /**
- * One JetStream publish: the message with its Nats-Msg-Id, answered by the stream with its ack. What nats.js's
- * js.publish sends, over the connection's shared reply inbox (reply-inbox.ts), so an outbox pass of hundreds of
- * publishes builds no Error per ack.
+ * One JetStream publish with its Nats-Msg-Id, as nats.js's js.publish sends it but over the shared reply inbox
+ * (reply-inbox.ts), so an outbox pass of hundreds of publishes builds no Error per ack.
  */
 export async function publishToStream(
   bus: Pick<Bus, 'nc' | 'inboxPrefix'>,
@@ -31,7 +32,7 @@ export async function publishToStream(
     stream?: string;
     seq?: number;
     duplicate?: boolean;
-    error?: { code: number; err_code: number; description: string };
+    error?: ApiError;
   };
   if (ack.error) throw new StreamPublishError(ack.error);
   if (typeof ack.stream !== 'string' || typeof ack.seq !== 'number') {
@@ -48,10 +49,7 @@ export interface DurablePublishOptions {
   headers?: MsgHdrs;
   /** Timeout of one publish attempt. */
   attemptTimeoutMs?: number;
-  /**
-   * How long attempts go on (same Nats-Msg-Id) before the caller gets the error: longer than a stream leader
-   * election (4–7 s measured with 3 replicas), bounded so the caller's loop keeps control.
-   */
+  /** How long attempts go on (same Nats-Msg-Id): past a leader election (4–7 s with 3 replicas), but bounded. */
   retryForMs?: number;
 }
 
@@ -66,13 +64,10 @@ export interface DurablePublishResult {
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Publishes to JetStream until the stream has the message, retrying with the same Nats-Msg-Id through
- * reconnects and leader elections (bounded by `retryForMs`).
- *
- * A duplicate ack says the server remembers the id, not that the stream holds the message: an id can be
- * remembered by a leader whose write was lost in an election. So a duplicate ack is checked by reading the
- * sequence it names. When the stream does not hold our message there, the message is published again under a
- * new id (`<id>~<n>`): the event id inside the envelope is unchanged, and every consumer's inbox keys on it.
+ * Publishes until the stream has the message, retrying with the same Nats-Msg-Id through reconnects and leader
+ * elections (bounded by `retryForMs`). A duplicate ack only says the id is remembered (a leader's write can be
+ * lost in an election), so the sequence it names is read back; when that is not our message it goes again as
+ * `<id>~<n>` (each inbox keys on the envelope's event id, which is unchanged).
  */
 export async function publishDurably(
   bus: Pick<Bus, 'nc' | 'inboxPrefix' | 'jsm' | 'eventsStream'>,
@@ -97,8 +92,7 @@ export async function publishDurably(
       if (await streamHolds(bus, ack.seq, msgID, attemptTimeoutMs)) {
         return { seq: ack.seq, msgID, confirmedDuplicate: true };
       }
-      // The original may still be in flight (being replicated): wait and ask again a few times before deciding
-      // it was lost and publishing under a new id.
+      // The original may still be replicating: ask again a few times before publishing under a new id.
       unconfirmedDuplicates++;
       if (unconfirmedDuplicates >= 3) {
         msgID = `${options.msgID}~${attempt + 1}`;

@@ -22,11 +22,9 @@ export async function lockTransferEvents<DB>(
 }
 
 /**
- * `transfer.observed` and `transfer.reorged` reach a service through two consumers, so a reorg can be handled
- * before the observation it reverses (that consumer retrying, or behind). A reorg of a transfer the service does not
- * know leaves a tombstone in the service's own `reorg_tombstones` table; the observation of the same block takes it
- * and is not applied, since that block left the chain. A later observation (the transfer mined again, in another
- * block or, after the chain went back, the same one) finds none and is applied. Call both under lockTransferEvents.
+ * A reorg can be handled before the observation it reverses (two consumers): a reorg of a transfer the service
+ * does not know leaves a tombstone, which the observation of that block takes and is then not applied; a later
+ * observation finds none. Call both under lockTransferEvents.
  */
 export async function leaveReorgTombstone<DB>(
   trx: Transaction<DB>,

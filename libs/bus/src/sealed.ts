@@ -12,11 +12,9 @@ import {
 import { BusError } from './errors';
 
 /**
- * Sealing a secret to a one-time X25519 key (ECIES: X25519, HKDF-SHA256, AES-256-GCM), with node:crypto only.
- * A requester of a secret sends the public half of a key pair it made for this one request; the responder seals the
- * secret to it; only the requester's process holds the private half. Anyone else who sees the reply (a subscriber
- * on the inbox, a log of the wire) sees random bytes. The context (the RPC's name) is bound in, so a sealed value
- * cannot be replayed as another RPC's answer.
+ * Sealing a secret to a one-time X25519 key (ECIES: X25519, HKDF-SHA256, AES-256-GCM): the requester sends the
+ * public half of a pair made for this request, so anyone else who sees the reply sees random bytes. The context
+ * (the RPC's name) is bound in, so a sealed value cannot be replayed as another RPC's answer.
  */
 
 const SEALED_PREFIX = 'x25519-aes256gcm.';
@@ -36,9 +34,8 @@ export class SealedValueError extends BusError {
 const RAW_X25519_PUBLIC_KEY_BYTES = 32;
 
 /**
- * A fresh X25519 pair: the raw public half, base64url, and the private half. Generated as DER and the private half
- * imported again, so no KeyObject shares its lock with the generation job: Node 20 deadlocks when that job is
- * garbage-collected while one of its keys is being exported as a JWK (a test worker hung forever in ExportJWKEdKey).
+ * A fresh X25519 pair (public half raw, base64url). Generated as DER and imported again, so no KeyObject shares
+ * its lock with the generation job: Node 20 deadlocks when that job is collected during a JWK export.
  */
 export function newReplyKey(): ReplyKey {
   const { publicKey, privateKey } = generateKeyPairSync('x25519', {
@@ -69,9 +66,8 @@ function derivedKey(shared: Buffer, ephemeral: string, recipient: string, contex
 /** Seals `plaintext` to the recipient's public key; the result is one ASCII string. */
 export function sealTo(recipientPublicKey: string, plaintext: string, context: string): string {
   const recipient = importPublicKey(recipientPublicKey);
-  const ephemeral = newReplyKey();
-  const ephemeralPublic = ephemeral.publicKey;
-  const shared = diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient });
+  const { publicKey: ephemeralPublic, privateKey } = newReplyKey();
+  const shared = diffieHellman({ privateKey, publicKey: recipient });
   const iv = randomBytes(12);
   const cipher = createCipheriv(
     'aes-256-gcm',

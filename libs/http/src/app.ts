@@ -41,8 +41,7 @@ export function createApp(options: AppOptions): ExpressApp {
   const app = express();
   app.disable('x-powered-by');
   const trusted = options.trustedProxies ?? parseTrustedProxies(undefined);
-  // req.ip is the client address of clientAddress() (the one rule every service and the gateway's bare
-  // paths use: the right-most untrusted X-Forwarded-For hop), never express's own reading of the header.
+  // req.ip is clientAddress()'s (the right-most untrusted X-Forwarded-For hop), never express's own reading.
   app.set('trust proxy', (address: string) => trusted.has(address));
   Object.defineProperty(app.request, 'ip', {
     configurable: true,
@@ -69,8 +68,7 @@ export function createApp(options: AppOptions): ExpressApp {
         : {}),
     }),
   );
-  // Every parsed JSON body meets the stored-text rules (NUL, surrogates, exact numbers, depth) before any
-  // route sees it, validated or not.
+  // Every parsed JSON body meets the stored-text rules before any route sees it, validated or not.
   app.use((req, _res, next) => {
     if (req.body !== undefined) assertStoredText(req.body, 'body');
     next();
@@ -89,9 +87,8 @@ function isDatabaseDataError(error: unknown): error is { code: string; message: 
 }
 
 /**
- * Postgres away or not handing out a connection for now (class 08, shutdowns, too many connections, lock
- * or statement timeouts, a conflict left after retries, pg's connection errors, unreachable host): a 503.
- * Nothing of the transaction was kept, so a retry under the same Idempotency-Key applies the write once.
+ * Postgres away or not handing out a connection for now (connection errors, shutdowns, timeouts, a conflict left
+ * after retries): a 503. Nothing of the transaction was kept, so a retry applies the write once.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   return someCause(error, isOneDatabaseUnavailable);
@@ -225,8 +222,8 @@ const ERROR_KINDS: readonly ErrorKind[] = [
 ];
 
 /**
- * The status and shared body of an error (express's handler and the bare fast paths). `onUnexpected` hears of
- * what is not a client error, `onDatabaseRefusal` of a value Postgres refused (a 400 worth a warning).
+ * The status and shared body of an error. `onUnexpected` hears of what is not a client error,
+ * `onDatabaseRefusal` of a value Postgres refused (a 400 worth a warning).
  */
 export function errorResponse(
   error: any,

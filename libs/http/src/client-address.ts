@@ -83,8 +83,7 @@ export function parseTrustedProxies(value: string | undefined): TrustedProxies {
     if (isIPv6(normalized)) return list.check(normalized, 'ipv6');
     return false;
   };
-  // BlockList.check builds a SocketAddress each time (about 4 µs, on every paid call); the answer for an address
-  // never changes, so it is remembered (bounded: forgotten all at once when full).
+  // BlockList.check costs about 4 µs (on every paid call): answers are remembered, all forgotten when full.
   const known = new Map<string, boolean>();
   return {
     source,
@@ -107,9 +106,8 @@ const MAX_REMEMBERED_ADDRESSES = 4096;
 const MAX_FORWARDED_HOPS = 32;
 
 /**
- * The socket's peer, unless it is a trusted proxy: then the first untrusted X-Forwarded-For hop from the
- * right (entries left of it are the client's own, never believed). A malformed entry ends the walk at the
- * last trusted hop; when every hop is trusted, the left-most one is the client.
+ * The socket's peer, unless it is a trusted proxy: then the first untrusted X-Forwarded-For hop from the right.
+ * A malformed entry ends the walk at the last trusted hop; when every hop is trusted, the left-most is the client.
  */
 export function clientAddress(req: IncomingMessage, trusted: TrustedProxies): string {
   const peer = normalizeAddress(req.socket.remoteAddress ?? '');

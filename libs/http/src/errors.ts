@@ -1,7 +1,4 @@
-/**
- * The codes libs/http answers itself, on every service (docs/api.md, "Errors"). A service's own codes are in its
- * `src/reasons.ts`.
- */
+/** The codes libs/http answers itself, on every service (docs/api.md, "Errors"); a service's own are its own. */
 export const HttpReason = {
   /** 400: a value breaks a rule of its schema or of the text rules; `field` and `rule` name which. */
   InvalidRequest: 'invalid_request',
@@ -49,10 +46,7 @@ export class HttpError extends Error {
 export const badRequest = (field: string, rule: string, message?: string) =>
   new HttpError(400, HttpReason.InvalidRequest, message ?? `${field} ${rule}`, { field, rule });
 export const notFound = (what: string) => new HttpError(404, HttpReason.NotFound, `${what} not found`);
-/**
- * A body that is not a JSON object or array: broken JSON, or a scalar such as `null` or `"text"` (express.json's strict
- * mode refuses both). The message names the rule, which holds for both (`null` is valid JSON).
- */
+/** A body that is not a JSON object or array: broken JSON, or a scalar that express.json's strict mode refuses. */
 export const invalidJson = () =>
   new HttpError(400, HttpReason.InvalidJson, 'body must be a JSON object or array', {
     field: 'body',

@@ -3,17 +3,11 @@ import type { Request, Response } from 'express';
 import { HttpError, HttpReason } from './errors';
 
 /**
- * The Idempotency-Key rule, one for every service (as Stripe answers it):
- * - the key is 1-255 visible ASCII characters, else 400 invalid_request naming the header;
- * - keys are scoped per seller; a request is identified by its fingerprint: the method, the path (without the
- *   query string) and the canonical JSON of the body (object keys sorted; no body is the same as `{}`);
- * - the same key with the same request answers the stored answer, marked `Idempotent-Replayed: true`;
- * - the same key with another request is 409 idempotency_key_reused.
- *
- * Storage is each service's own (its own table in its own schema), behind one of two interfaces:
- * `IdempotencyStore` when the answer is stored in the transaction that makes the effect (escrow-ledger,
- * notifier), `IdempotencyClaims` when the work runs outside one transaction (registry). A service whose
- * record is written by the statement that makes the effect (checkout) uses the fingerprint and `refuseOtherRequest`.
+ * The Idempotency-Key rule of every service (as Stripe's): 1-255 visible ASCII characters, else 400; keys are
+ * scoped per seller; a request is its fingerprint (method, path without query, canonical JSON body, none = `{}`);
+ * the same key and request replay the stored answer (`Idempotent-Replayed: true`), another request is 409.
+ * Each service stores keys in its own table: `IdempotencyStore` inside the effect's transaction,
+ * `IdempotencyClaims` when the work spans transactions, or the fingerprint and `refuseOtherRequest` directly.
  */
 const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -83,9 +77,9 @@ export function refuseOtherRequest(storedFingerprint: string, fingerprint: strin
   );
 }
 
-export interface IdempotentAnswer {
-  status: number;
-  body: unknown;
+type StoredAnswer = { status: number; body: unknown };
+
+export interface IdempotentAnswer extends StoredAnswer {
   /** The stored answer to an earlier request with this key (sent with `Idempotent-Replayed: true`). */
   replayed?: boolean;
 }
@@ -106,7 +100,7 @@ export interface IdempotentRequest {
 export interface StoredKey {
   fingerprint: string;
   /** Null while the first request with the key runs (IdempotencyClaims only). */
-  answer: { status: number; body: unknown } | null;
+  answer: StoredAnswer | null;
   /** When the key was claimed, to the millisecond (IdempotencyClaims: the claim's holder). */
   createdAt?: Date;
 }
@@ -122,13 +116,10 @@ export interface IdempotencyStore {
   /** Holds concurrent requests with this key until the transaction ends (an advisory lock). */
   lock(request: IdempotentRequest): Promise<void>;
   find(request: IdempotentRequest): Promise<StoredKey | undefined>;
-  save(request: IdempotentRequest, answer: { status: number; body: unknown }): Promise<void>;
+  save(request: IdempotentRequest, answer: StoredAnswer): Promise<void>;
 }
 
-/**
- * Runs `run` at most once per key, in the caller's transaction (the store's): a concurrent request with the
- * key waits on the lock, then replays the answer. Without a key, `run` simply runs.
- */
+/** Runs `run` at most once per key, in the store's transaction (a duplicate waits on the lock, then replays). */
 export async function idempotentInTransaction(
   store: IdempotencyStore,
   request: IdempotentRequest | undefined,
@@ -147,25 +138,17 @@ export async function idempotentInTransaction(
 }
 
 /**
- * Keys claimed before the work runs, outside any transaction (held connections would deadlock the pool once
- * waiters take them all). Only the request whose claim time the row carries completes or releases it, so one
- * whose claim was taken over (past `abandonedAfterMs`) changes nothing.
+ * Keys claimed before the work runs, outside any transaction (waiters holding connections would deadlock the
+ * pool). Only the request whose claim time the row carries completes or releases it.
  */
 export interface IdempotencyClaims {
   /** The claim time when this request took the key (no row existed); undefined otherwise. */
   claim(request: IdempotentRequest): Promise<Date | undefined>;
   find(request: IdempotentRequest): Promise<StoredKey | undefined>;
-  /**
-   * Takes over a claim still without an answer and still claimed at `abandonedAt` (the time `find` read): the
-   * new claim time, or undefined when another request took it over first or it was answered or released.
-   */
+  /** Takes over an unanswered claim still made at `abandonedAt` (as `find` read): the new claim time, if won. */
   takeOver(request: IdempotentRequest, abandonedAt: Date): Promise<Date | undefined>;
   /** Stores the answer on the claim made at `claimedAt` (nothing when the claim is no longer this request's). */
-  complete(
-    request: IdempotentRequest,
-    claimedAt: Date,
-    answer: { status: number; body: unknown },
-  ): Promise<void>;
+  complete(request: IdempotentRequest, claimedAt: Date, answer: StoredAnswer): Promise<void>;
   /** Gives back the claim made at `claimedAt` without an answer (the work failed), so the key may be used again. */
   release(request: IdempotentRequest, claimedAt: Date): Promise<void>;
 }
@@ -187,8 +170,7 @@ const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
 
 /**
  * Runs `run` at most once per key: the first request claims it, runs and stores the answer; a duplicate polls
- * and replays it, or answers 409 after `duplicateWaitMs`. A run that threw stores nothing: the key may be
- * retried.
+ * and replays it, or answers 409 after `duplicateWaitMs`. A run that threw stores nothing (the key may retry).
  */
 export async function idempotentWithClaim(
   claims: IdempotencyClaims,
@@ -206,8 +188,7 @@ export async function idempotentWithClaim(
     const replay = replayOrRefuse(stored, request.fingerprint);
     if (replay) return replay;
     if (stored.createdAt && Date.now() - stored.createdAt.getTime() > timings.abandonedAfterMs) {
-      // One duplicate takes it over (the claim time it read must still be there); the others wait for its
-      // answer.
+      // One duplicate takes it over (the claim time it read must still be there); the others wait for it.
       const takenAt = await claims.takeOver(request, stored.createdAt);
       if (takenAt) return runClaimed(claims, request, takenAt, run);
       continue;

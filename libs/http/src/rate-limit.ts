@@ -57,12 +57,10 @@ export interface RateLimitTables {
 }
 
 /**
- * Fixed windows counted in Postgres (`rate_limit_windows`), shared by every replica. A replica that saw the
- * shared count less than `freshMs` ago and is below half the limit counts locally and flushes every
- * `flushIntervalMs`; near the limit every hit is an atomic upsert whose total decides. Overshoot across
- * replicas is bounded by what the others allowed locally in one flush interval; within a replica there is
- * none (hits being written count). Hits whose write fails stay pending for the next write. One clock (`now`)
- * cuts windows and ages the count.
+ * Fixed windows counted in Postgres (`rate_limit_windows`), shared by every replica. Below half the limit, with a
+ * shared count read less than `freshMs` ago, a replica counts locally and flushes every `flushIntervalMs`; near
+ * the limit every hit is an upsert whose total decides. Overshoot is bounded by what other replicas allowed
+ * locally in one flush interval. Hits whose write fails stay pending.
  */
 export class SharedRateLimiter {
   private readonly buckets = new Map<string, BucketState>();
@@ -148,9 +146,8 @@ export class SharedRateLimiter {
   }
 
   /**
-   * A hit on `bucket`, then, only when it was allowed, one on `next`'s `nextBucket`: what `hit` on each in
-   * turn decides, in one statement when both limiters count every hit in Postgres (freshMs 0) on the same
-   * database. The second decision is undefined when the first refused (nothing was counted on it).
+   * `hit(bucket)`, then, only if allowed, `next.hit(nextBucket)` (else undefined): in one statement when both
+   * limiters count every hit in Postgres (freshMs 0) on the same database.
    */
   async hitThen(
     bucket: string,
@@ -187,11 +184,7 @@ export class SharedRateLimiter {
     ];
   }
 
-  /**
-   * Takes back one hit counted on `bucket` at `at`, in that time's window, never below zero: for a hit whose
-   * work turned out not to be that bucket's to pay for (the relayer's budget of a seller, when the payer
-   * failed).
-   */
+  /** Takes back one hit counted on `bucket` at `at` (never below zero): a hit that was not that bucket's to pay. */
   async giveBack(bucket: string, at: Date): Promise<void> {
     const atMs = at.getTime();
     const windowStart = atMs - (atMs % this.windowMs);
@@ -245,10 +238,7 @@ export class SharedRateLimiter {
     return Number(result.rows[0]?.hits ?? hits);
   }
 
-  /**
-   * Adds locally counted hits to the shared rows (one statement) and forgets finished windows. One flush at a
-   * time: a call while one is under way waits for it, then flushes what came since.
-   */
+  /** Adds local hits to the shared rows and forgets finished windows; one at a time (a call waits for the last). */
   flush(): Promise<void> {
     this.flushesUnderWay += 1;
     const next = this.flushing.then(() => this.flushOnce());
@@ -277,12 +267,13 @@ export class SharedRateLimiter {
       }
     }
     if (buckets.length > 0) {
-      // Moved from pending to writing while the write is under way: still counted by local decisions, and put
-      // back in pending if it fails, to go with the next one.
-      states.forEach((state, i) => {
-        state.pending -= hits[i]!;
-        state.writing += hits[i]!;
-      });
+      // Still counted while being written; back to pending if the write fails.
+      const move = (sign: 1 | -1) =>
+        states.forEach((state, i) => {
+          state.pending -= sign * hits[i]!;
+          state.writing += sign * hits[i]!;
+        });
+      move(1);
       let result: { rows: Array<{ hits: number; bucket: string }> };
       try {
         result = await sql<{ hits: number; bucket: string }>`
@@ -291,10 +282,7 @@ export class SharedRateLimiter {
         on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + excluded.hits
         returning bucket, hits`.execute(this.db);
       } catch (error) {
-        states.forEach((state, i) => {
-          state.writing -= hits[i]!;
-          state.pending += hits[i]!;
-        });
+        move(-1);
         throw error;
       }
       const totals = new Map(result.rows.map((row) => [row.bucket, Number(row.hits)]));
@@ -323,24 +311,14 @@ interface RateLimitHeaderSink {
 }
 
 /**
- * Counts one hit of the request in `limiter` (bucket from `keyOf`; undefined counts nothing) and, over the
- * limit, answers 429 with Retry-After. `what` says what is limited, for the message: "SIWE nonces per minute
- * per client address".
+ * Counts one hit on `bucket` and, over the limit, throws the 429 (with Retry-After). `what` names what is limited,
+ * for the message: "SIWE nonces per minute per client address".
  */
-export async function checkRateLimit(
-  limiter: SharedRateLimiter,
-  res: RateLimitHeaderSink,
-  bucket: string,
-  what: string,
-): Promise<void> {
-  await rateLimitNowOrLater(limiter, res, bucket, what);
+export async function checkRateLimit(...args: Parameters<typeof rateLimitNowOrLater>): Promise<void> {
+  await rateLimitNowOrLater(...args);
 }
 
-/**
- * checkRateLimit for a hot path: decided at once (returns, or throws the 429) when this replica can decide it
- * locally, else a promise of the shared count's decision. A paying subscriber's repeated call pays no promise
- * for its rate limit.
- */
+/** checkRateLimit for a hot path: decided synchronously when this replica can, else a promise of the decision. */
 export function rateLimitNowOrLater(
   limiter: SharedRateLimiter,
   res: RateLimitHeaderSink,

@@ -87,9 +87,8 @@ interface RouteDeclaration<
   operationId?: string;
   tags?: string[];
   /**
-   * One scheme, or several any of which is accepted (the middleware decides). `optional`: callers without
-   * credentials are served too (documented as the empty alternative). Without `middleware` the handler
-   * authenticates itself (when the credential decides which body schema applies).
+   * One scheme, or several any of which is accepted. `optional`: callers without credentials are served too.
+   * Without `middleware` the handler authenticates itself (when the credential decides the body schema).
    */
   auth?: (RouteAuth | { schemes: string[]; middleware?: RequestHandler }) & { optional?: boolean };
   params?: Params;
@@ -98,10 +97,7 @@ interface RouteDeclaration<
   body?: Body;
   /** The body may be left out (it is validated as `{}` then): documented as an optional request body. */
   bodyOptional?: boolean;
-  /**
-   * The handler validates the body itself with `body`'s schemas (checkout's session creation: the key decides
-   * which of two bodies applies, and is checked first); mountRoutes then leaves the body alone.
-   */
+  /** The handler validates the body itself against `body` (when the key decides which of two bodies applies). */
   bodyValidatedByHandler?: boolean;
   /** Documented only: validated by the handler or a shared helper (for example `Idempotency-Key`). */
   headers?: JsonSchemaObject[];
@@ -191,12 +187,13 @@ export function mountRoutes(app: Express, routes: AnyRoute[]): void {
       BARE_ROUTES.set(app, bare);
     }
     if (!route.handler) continue;
-    const chain: RequestHandler[] = [];
-    if (route.auth?.middleware) chain.push(route.auth.middleware);
-    chain.push(validationMiddleware(route));
-    chain.push(...(route.before ?? []));
-    chain.push(route.handler as RequestHandler);
-    app[route.method](route.path, ...chain);
+    app[route.method](
+      route.path,
+      ...(route.auth?.middleware ? [route.auth.middleware] : []),
+      validationMiddleware(route),
+      ...(route.before ?? []),
+      route.handler as RequestHandler,
+    );
   }
 }
 

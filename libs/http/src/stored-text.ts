@@ -1,7 +1,6 @@
 /**
- * Rules every accepted JSON value meets before its schema is looked at, as Postgres and JSON cannot carry
- * them faithfully: no NUL, no unpaired surrogate (refused or turned into U+FFFD), no number beyond 2^53 − 1
- * (rounded), and a bounded depth (recursive code downstream must not overflow).
+ * Rules every accepted JSON value meets before its schema, as Postgres and JSON cannot carry them faithfully:
+ * no NUL, no unpaired surrogate, no number beyond 2^53 − 1, and a bounded depth.
  */
 export const MAX_JSON_DEPTH = 32;
 

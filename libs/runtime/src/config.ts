@@ -105,10 +105,7 @@ export function optionalAddress(): RequiredValidatorSpec<string> {
   })({ default: '' });
 }
 
-/**
- * OPERATOR_TOKEN for a service's parseEnv: at least 16 characters; DEV_OPERATOR_TOKEN outside production when
- * unset, no default in production (productionGuards' secrets hold it to more there).
- */
+/** OPERATOR_TOKEN: at least 16 characters; DEV_OPERATOR_TOKEN by default outside production, none in it. */
 export function operatorTokenSpec(production: boolean): RequiredValidatorSpec<string> {
   const token = makeValidator<string>((input) => {
     if (input.length < MIN_OPERATOR_TOKEN_LENGTH)
@@ -127,9 +124,8 @@ type EnvSpecs = Record<string, ValidatorSpec<unknown>>;
 export type ParsedEnv<S extends EnvSpecs> = CleanedEnv<S>;
 
 /**
- * Parses the environment once with envalid, throwing one error that names every bad variable (an unset
- * required one by its spec's `desc`). A setting required only in production needs a validator of its own
- * (operatorTokenSpec): a default undefined only at run time is typed as always present.
+ * Parses the environment with envalid, throwing one error naming every bad variable (an unset one by its
+ * `desc`). A setting required only in production needs its own validator (operatorTokenSpec).
  */
 export function parseEnv<S extends EnvSpecs>(env: NodeJS.ProcessEnv, specs: S): CleanedEnv<S>;
 /** With `problems`, bad variables go there and read as undefined: throwIfProblems makes the result whole. */
@@ -154,8 +150,7 @@ export function parseEnv<S extends EnvSpecs>(
       else throwIfProblems(found);
     },
   });
-  // envalid's object throws when a variable that failed is read; with `problems` it is read as undefined
-  // instead.
+  // envalid's object throws when a failed variable is read; with `problems` it reads as undefined instead.
   return problems ? { ...parsed } : parsed;
 }
 

@@ -67,8 +67,7 @@ const UNIQUE_VIOLATION = '23505';
 /** kysely's migration lock is one per database; each service migrates only its schema, so it locks that. */
 class SchemaMigrationLockAdapter extends PostgresAdapter {
   override async acquireMigrationLock(db: Kysely<unknown>, options: MigrationLockOptions): Promise<void> {
-    // A bounded wait, as kysely's own lock has, longer than the pool's lock_timeout: a replica waits for
-    // another's migrations of the schema instead of failing its start.
+    // Bounded, but past the pool's lock_timeout: a replica waits for another's migrations instead of failing.
     await sql`
       with bounded as (select set_config('lock_timeout', ${String(MIGRATION_LOCK_WAIT_MS)}, true))
       select pg_advisory_lock(${MIGRATION_LOCK_CLASS}, hashtext(${lockedSchema(options)})) from bounded`.execute(
@@ -109,11 +108,9 @@ class SchemaScopedPostgresDialect extends PostgresDialect {
 const PREPARED_MARKER = /^\/\* prepared:([a-z][a-z0-9_]*) \*\//;
 
 /**
- * Marks a hot statement to be prepared once per pooled connection and run by name after that; first in the
- * template: sql`${preparedStatement('ledger_claims')} with ...`. One name, one text (pg refuses a name
- * prepared for another text), and every result column named (no `*`): a migration adding a column would
- * change a prepared statement's result type, which Postgres then refuses to run ("cached plan must not change
- * result type").
+ * Marks a hot statement to be prepared once per pooled connection, first in the template:
+ * sql`${preparedStatement('ledger_claims')} with ...`. One name, one text, and every result column named (no
+ * `*`: a migration adding a column would make Postgres refuse the cached plan).
  */
 export function preparedStatement(name: string): RawBuilder<unknown> {
   if (!/^[a-z][a-z0-9_]*$/.test(name))
@@ -158,8 +155,7 @@ export function createPool(options: DatabaseOptions): pg.Pool {
     ].join(' '),
   });
   pool.on('error', () => undefined); // a dropped idle client is replaced on next use
-  // A client handed out has no listener of the pool's: a backend ended under it would emit an unhandled
-  // 'error' and crash the service. The next statement fails instead.
+  // A checked-out client's 'error' (its backend ended) would crash the service; its next statement fails instead.
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
     prepareMarkedStatements(client);

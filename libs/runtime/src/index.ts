@@ -1,5 +1,4 @@
-// The one kickable, non-overlapping background loop and the one backoff (they live in the bus library, which
-// sits below the runtime, so the outbox relay and the consumers use them too).
+// The one background loop and backoff live in the bus library, below the runtime, for the relay and consumers.
 export { type BackoffPolicy, backoffDelayMs, type PassOutcome, PolledTask, PollingLoop } from '@paygate/bus';
 export { type ChainConfig, chainConfig } from './chain-config';
 export {

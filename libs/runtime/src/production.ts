@@ -19,11 +19,7 @@ const DEV_VALUE = /^dev[-_]|not[-_]?(a[-_])?secret|not[-_]for[-_]production|dev[
 
 const ZERO_ADDRESS = /^0x0{40}$/i;
 
-/**
- * sha256 (lowercase hex, no 0x) of the keys of anvil's and Hardhat's ten accounts of "test test … junk":
- * anyone can sign with them and bots sweep their funds in seconds. Hashed, so no key is spelled out in
- * production code.
- */
+/** sha256 (hex, no 0x) of anvil's and Hardhat's ten "test test … junk" keys: anyone can sign with them. */
 const PUBLIC_DEV_KEY_HASHES: ReadonlySet<string> = new Set([
   'bc1a50966c9e6486bc4ebf880b51611a2a97fcb8e7a6976e9b81a9e3e8ca0e3c',
   '8335c55334821eefd4334369ff9c04a8594f161013cf9d87f58802d87297837e',

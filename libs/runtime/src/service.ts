@@ -42,9 +42,8 @@ export interface ServiceContext<DB> {
   logger: Logger;
   metrics: ServiceMetrics;
   /**
-   * Runs `fn` in one transaction, then wakes the outbox relay. With `retryConflicts`, a run aborted for a
-   * deadlock or serialization conflict runs again (bounded; `fn` must keep all its effects inside the
-   * transaction).
+   * Runs `fn` in one transaction, then wakes the outbox relay. With `retryConflicts`, a run aborted by a
+   * deadlock or serialization conflict runs again (bounded; `fn` must keep its effects inside the transaction).
    */
   inTransaction<T>(
     fn: (trx: Transaction<DB>) => Promise<T>,
@@ -405,8 +404,7 @@ function listen<DB>(definition: CommonDefinition, ctx: ServiceContext<DB>, app: 
             app(req, res);
           };
     const server = createServer({ maxHeaderSize: definition.maxHeaderSize }, handler);
-    // Idle keep-alive sockets outlive the proxies' and clients' own: closed first, a request sent on one at
-    // that moment would fail with "other side closed".
+    // Idle keep-alive sockets outlive the proxies' own: closed first, a request sent on one would fail.
     server.keepAliveTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = SERVER_KEEP_ALIVE_TIMEOUT_MS + 1000;
     server.listen(ctx.config.port, '0.0.0.0', () => resolve(server));
