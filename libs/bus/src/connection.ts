@@ -32,10 +32,7 @@ export interface BusOptions {
   /** Connection name shown in NATS monitoring. */
   name: string;
   timeoutMs?: number;
-  /**
-   * This process's NATS user and password (each service has its own user, see permissions.ts). Replies then
-   * come to the user's own inbox prefix, the only inbox its permissions let it read.
-   */
+  /** This service's own NATS user (permissions.ts): replies then come to its own inbox prefix. */
   user?: string;
   password?: string;
   /** CA certificate (PEM file) that signed the server's TLS certificate; set it, or use a `tls://` URL, for TLS. */

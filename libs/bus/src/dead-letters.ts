@@ -41,10 +41,7 @@ export async function listDeadLetters(bus: Bus, options: { limit?: number } = {}
   return result;
 }
 
-/**
- * Publishes a parked event again on its original subject, then removes it from the dead letters.
- * Every consumer of that subject receives it; those that processed it before skip it through their inbox.
- */
+/** Publishes a parked event again on its original subject (inboxes skip it where done), then drops it. */
 export async function replayDeadLetter(bus: Bus, sequence: number): Promise<void> {
   const message = await bus.jsm.streams.getMessage(bus.deadLetterStream, { seq: sequence });
   const originalSubject = message.header.get('Paygate-Original-Subject');

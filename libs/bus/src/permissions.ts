@@ -29,6 +29,7 @@ export interface NatsPermissions {
 }
 
 const rpcNames = Object.keys(RPCS) as RpcName[];
+const quote = (value: string) => JSON.stringify(value);
 
 export function busPermissions(service: ServiceName, namespace: string): NatsPermissions {
   const { eventsStream, deadLetterStream } = streamNames(namespace);
@@ -88,7 +89,6 @@ export function generateNatsPasswords(): NatsPasswords {
  * Strings are JSON-quoted, which NATS reads as plain strings (a quoted `$JS…` is not a variable).
  */
 export function renderNatsAuthorization(options: { namespace: string; passwords: NatsPasswords }): string {
-  const quote = (value: string) => JSON.stringify(value);
   const list = (values: string[]) => `[${values.map(quote).join(', ')}]`;
   const users = SERVICE_NAMES.map((service) => {
     const permissions = busPermissions(service, options.namespace);
@@ -116,7 +116,6 @@ export function renderNatsServerConfig(options: {
   passwords: NatsPasswords;
   tls?: { certFile: string; keyFile: string };
 }): string {
-  const quote = (value: string) => JSON.stringify(value);
   return [
     `host: ${quote(options.host)}`,
     `port: ${options.port}`,

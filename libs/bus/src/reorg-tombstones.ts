@@ -8,10 +8,7 @@ export interface TransferInclusion {
   blockHash: string;
 }
 
-/**
- * Serialises a service's handlers of one transfer's events (`scope` names the service's lock space) across its
- * replicas, also while the service has no row of the transfer to lock yet.
- */
+/** Serialises a service's handlers of one transfer's events across replicas, with or without a row to lock. */
 export async function lockTransferEvents<DB>(
   trx: Transaction<DB>,
   scope: string,

@@ -26,10 +26,7 @@ interface Waiting {
   subject: string;
 }
 
-/**
- * One reply subscription per connection for every request (`<inbox>.<token>`), as nats.js's mux, without the
- * Error nats.js builds for each answered request (costly at thousands a second).
- */
+/** One reply subscription per connection, as nats.js's mux, without the Error it builds per request. */
 class ReplyInbox {
   private readonly base: string;
   private readonly subscription: Subscription;

@@ -45,10 +45,7 @@ export class RpcUnavailableError extends BusError {
   }
 }
 
-/**
- * The responder answered with a NATS service error instead of a reply: 400 (it refused the request as
- * invalid, the broken field named in the message) or 500 (its handler failed; retry).
- */
+/** The responder answered with a service error: 400 (invalid request, the field named) or 500 (retry). */
 export class RpcServiceError extends RpcUnavailableError {
   constructor(
     rpc: string,
@@ -60,10 +57,7 @@ export class RpcServiceError extends RpcUnavailableError {
   }
 }
 
-/**
- * The header in which a requester of an RPC with `sealedReplyFields` sends its one-time X25519 public key;
- * the responder seals those fields of the reply to it (see sealed.ts).
- */
+/** Where a requester of an RPC with `sealedReplyFields` sends the one-time key they are sealed to (sealed.ts). */
 export const REPLY_KEY_HEADER = 'Paygate-Reply-Key';
 
 function sealedFieldsOf(name: RpcName): readonly string[] {
@@ -76,10 +70,8 @@ const RPC_INVALID_REQUEST = 400;
 const RPC_HANDLER_FAILED = 500;
 
 /**
- * Calls an RPC declared in @paygate/contracts, validating request and reply; sealed reply fields come sealed
- * to a key made for this request and are opened first. No answer in time (or no responder) throws
- * RpcUnavailableError; a service error RpcServiceError (a subclass, so callers mapping "unavailable" to a 503
- * cover both).
+ * Calls an RPC declared in @paygate/contracts, validating request and reply (sealed fields opened first). No
+ * answer throws RpcUnavailableError; a service error its subclass RpcServiceError.
  */
 export async function requestRpc<N extends RpcName>(
   bus: Bus,
@@ -208,9 +200,8 @@ async function answerRpc(
 }
 
 /**
- * Serves declared RPCs as one NATS service named after the responder, in its replicas' queue group. An
- * invalid request is answered 400 naming the field (the handler is not called), a handler that throws 500;
- * every reply is validated against the contract before it is sent.
+ * Serves declared RPCs as one NATS service named after the responder, in its replicas' queue group: an invalid
+ * request is answered 400 naming the field, a handler that throws 500; every reply is validated before it goes.
  */
 export async function serveRpcs<S extends ServiceName>(
   bus: Bus,

@@ -221,10 +221,7 @@ const ERROR_KINDS: readonly ErrorKind[] = [
   },
 ];
 
-/**
- * The status and shared body of an error. `onUnexpected` hears of what is not a client error,
- * `onDatabaseRefusal` of a value Postgres refused (a 400 worth a warning).
- */
+/** An error's status and body; `onUnexpected` hears of server faults, `onDatabaseRefusal` of refused values. */
 export function errorResponse(
   error: any,
   requestId: string,

@@ -34,10 +34,7 @@ const operatorUnauthorized = () =>
     },
   );
 
-/**
- * Express middleware of operator routes: `Authorization: Bearer <OPERATOR_TOKEN>`, compared in constant time.
- * An empty configured token lets nobody in (it never matches a missing header).
- */
+/** Operator routes' middleware: the bearer OPERATOR_TOKEN in constant time; an empty token lets nobody in. */
 export function operatorAuth(token: string) {
   return (req: Request, _res: Response, next: NextFunction) => {
     const given = bearerToken(req);

@@ -59,10 +59,7 @@ type RouteHandler<
   next: NextFunction,
 ) => unknown;
 
-/**
- * A declared route: what it is (method, path, schemas, auth, responses) and how it is served: by express
- * (`handler`), on the bare request (`bare`), or the bare request first and express for what it leaves.
- */
+/** A declared route, served by express (`handler`), on the bare request (`bare`), or bare first, then express. */
 type RouteDefinition<
   Params extends TObject | undefined = undefined,
   Query extends TObject | undefined = undefined,

@@ -40,10 +40,7 @@ for (const [network, prefix] of [
   forbidden.addSubnet(network, prefix, 'ipv6');
 }
 
-/**
- * IPv4-mapped IPv6, refused whatever it carries (reached over IPv4, it bypasses any IPv6 rule). Apart from
- * `forbidden`, where a BlockList would match every IPv4 check against it.
- */
+/** IPv4-mapped IPv6, refused whatever it carries; apart, since `forbidden` would match IPv4 checks against it. */
 const ipv4Mapped = new BlockList();
 ipv4Mapped.addSubnet('::ffff:0:0', 96, 'ipv6');
 

@@ -25,20 +25,14 @@ export interface ChainConfig {
 }
 
 interface ChainConfigDefaults {
-  /**
-   * Default CONFIRMATIONS, or one per network; without it the network preset's (libs/chain networks.ts: 1 on the
-   * local chain, 3 on Base and Base Sepolia).
-   */
+  /** Default CONFIRMATIONS, or one per network; without it the network preset's (libs/chain networks.ts). */
   confirmations?: number | ((network: NetworkName) => number);
   rpcTimeoutMs: number;
   /** Default ESCROW_ADDRESS; without one the variable is required. */
   escrowAddress?: string;
 }
 
-/**
- * Parses CHAIN_RPC_URL, CHAIN_NETWORK, USDC_ADDRESS, ESCROW_ADDRESS, CONFIRMATIONS and RPC_TIMEOUT_MS once,
- * throwing one ConfigError that names every bad variable and its rule.
- */
+/** Parses the chain variables once, throwing one ConfigError that names every bad variable and its rule. */
 export function chainConfig(env: NodeJS.ProcessEnv, defaults: ChainConfigDefaults): ChainConfig {
   const problems: string[] = [];
   const parsed = parseEnv(

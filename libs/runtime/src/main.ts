@@ -3,10 +3,7 @@ import { ConfigError } from './config';
 import { StartupError } from './errors';
 import type { StartedService } from './service';
 
-/**
- * Every service's main: telemetry, start, a clean stop on SIGTERM/SIGINT. A failed start ends the process
- * with one log line (on stderr when LOG_LEVEL silences fatal), never exiting 1 without saying why.
- */
+/** Every service's main: telemetry, start, clean stop on SIGTERM/SIGINT; a failed start logs one line, always. */
 export async function runMain(name: string, start: () => Promise<StartedService>): Promise<void> {
   startTelemetry(name);
   const logger = createLogger(name);

@@ -19,10 +19,7 @@ export function describeError(error: unknown): string {
   return String(e?.message ?? error).split('\n')[0] ?? 'unknown error';
 }
 
-/**
- * Retries `fn` with bounded exponential backoff, logging one line per failure; after the last attempt
- * it throws a StartupError carrying only that line, so the process can exit without a stack trace.
- */
+/** Retries `fn` with bounded backoff, one log line per failure, then throws a one-line StartupError. */
 export async function retryStartup<T>(fn: () => Promise<T>, options: RetryOptions): Promise<T> {
   let delay = options.initialDelayMs ?? 500;
   for (let attempt = 1; ; attempt++) {

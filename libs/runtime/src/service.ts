@@ -137,10 +137,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 /** Longer than the 60 s idle timeout of common load balancers and ingresses. */
 const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
-/**
- * Reaches Postgres and NATS (bounded retries), migrates, declares streams, builds the parts, starts the
- * relay, consumers and tasks, and serves HTTP with /healthz, /readyz and /metrics.
- */
+/** Connects, migrates, declares streams, builds the parts, starts relay, consumers and tasks, and serves HTTP. */
 export async function startService<DB, P extends ServiceParts<DB> = ServiceParts<DB>>(
   definition: ServiceDefinition<DB, P>,
 ): Promise<RunningService<DB, P>> {
