@@ -42,12 +42,7 @@ export async function enqueueEvent<DB>(trx: Transaction<DB>, event: EventEnvelop
   }
   await (trx as unknown as Transaction<BusTables>)
     .insertInto('outbox')
-    .values({
-      id: envelope.id,
-      subject: envelope.type,
-      envelope: json,
-      published_at: null,
-    })
+    .values({ id: envelope.id, subject: envelope.type, envelope: json, published_at: null })
     .execute();
 }
 

@@ -19,7 +19,7 @@ import {
 import type { Bus } from './connection';
 import { BusError } from './errors';
 import { requestReply } from './reply-inbox';
-import { isReplyPublicKey, newReplyKey, openSealed, type ReplyKey, sealTo } from './sealed';
+import { isReplyPublicKey, newReplyKey, openSealed, sealTo } from './sealed';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -95,26 +95,20 @@ async function requestInSpan<N extends RpcName>(
   options: { timeoutMs: number },
 ): Promise<RpcReply<N>> {
   const sealedFields = sealedFieldsOf(name);
-  let replyKey: ReplyKey | undefined;
-  const requestOptions = { timeoutMs: options.timeoutMs, headers: traceHeaders() };
-  if (sealedFields.length > 0) {
-    replyKey = newReplyKey();
-    requestOptions.headers ??= natsHeaders();
-    requestOptions.headers.set(REPLY_KEY_HEADER, replyKey.publicKey);
-  }
+  const replyKey = sealedFields.length > 0 ? newReplyKey() : undefined;
+  const headers = traceHeaders() ?? (replyKey ? natsHeaders() : undefined);
+  if (replyKey) headers?.set(REPLY_KEY_HEADER, replyKey.publicKey);
   let message: Msg;
   try {
-    message = await requestReply(bus, bus.rpcSubject(name), body, requestOptions);
+    message = await requestReply(bus, bus.rpcSubject(name), body, { timeoutMs: options.timeoutMs, headers });
   } catch (error) {
     throw new RpcUnavailableError(name, error);
   }
   const serviceError = ServiceError.toServiceError(message);
   if (serviceError) throw new RpcServiceError(name, serviceError.code, serviceError.message);
   const reply = JSON.parse(decoder.decode(message.data)) as Record<string, unknown>;
-  if (replyKey) {
-    for (const field of sealedFields) {
-      if (reply[field] !== undefined) reply[field] = openSealed(replyKey, reply[field], name);
-    }
+  for (const field of sealedFields) {
+    if (replyKey && reply[field] !== undefined) reply[field] = openSealed(replyKey, reply[field], name);
   }
   return validateRpcReply(name, reply);
 }

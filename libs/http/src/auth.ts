@@ -28,10 +28,7 @@ const operatorUnauthorized = () =>
     401,
     HttpReason.Unauthorized,
     'operator token required (Authorization: Bearer <OPERATOR_TOKEN>)',
-    {
-      field: 'Authorization',
-      rule: 'must be the operator token',
-    },
+    { field: 'Authorization', rule: 'must be the operator token' },
   );
 
 /** Operator routes' middleware: the bearer OPERATOR_TOKEN in constant time; an empty token lets nobody in. */

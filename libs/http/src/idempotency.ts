@@ -70,10 +70,7 @@ export function refuseOtherRequest(storedFingerprint: string, fingerprint: strin
     409,
     HttpReason.IdempotencyKeyReused,
     'this Idempotency-Key was used with a different request',
-    {
-      field: IDEMPOTENCY_KEY_HEADER,
-      rule: 'must not be reused with a different body',
-    },
+    { field: IDEMPOTENCY_KEY_HEADER, rule: 'must not be reused with a different body' },
   );
 }
 
@@ -162,11 +159,7 @@ interface ClaimTimings {
   abandonedAfterMs: number;
 }
 
-const DEFAULT_CLAIM_TIMINGS: ClaimTimings = {
-  duplicateWaitMs: 15_000,
-  pollMs: 50,
-  abandonedAfterMs: 60_000,
-};
+const DEFAULT_CLAIM_TIMINGS: ClaimTimings = { duplicateWaitMs: 15_000, pollMs: 50, abandonedAfterMs: 60_000 };
 
 /**
  * Runs `run` at most once per key: the first request claims it, runs and stores the answer; a duplicate polls

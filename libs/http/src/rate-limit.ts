@@ -132,17 +132,15 @@ export class SharedRateLimiter {
     const carried = state.pending;
     state.pending = 0;
     state.writing += carried + 1;
-    let total: number;
     try {
-      total = await this.add(bucket, window.start, carried + 1);
+      return this.decided(bucket, window, await this.add(bucket, window.start, carried + 1));
     } catch (error) {
       // Not written: the hits counted here before stay pending (this one is not decided; its caller fails).
-      state.writing -= carried + 1;
       state.pending += carried;
       throw error;
+    } finally {
+      state.writing -= carried + 1;
     }
-    state.writing -= carried + 1;
-    return this.decided(bucket, window, total);
   }
 
   /**
@@ -268,31 +266,28 @@ export class SharedRateLimiter {
     }
     if (buckets.length > 0) {
       // Still counted while being written; back to pending if the write fails.
-      const move = (sign: 1 | -1) =>
-        states.forEach((state, i) => {
-          state.pending -= sign * hits[i]!;
-          state.writing += sign * hits[i]!;
-        });
-      move(1);
-      let result: { rows: Array<{ hits: number; bucket: string }> };
+      states.forEach((state, i) => {
+        state.pending -= hits[i]!;
+        state.writing += hits[i]!;
+      });
       try {
-        result = await sql<{ hits: number; bucket: string }>`
+        const result = await sql<{ hits: number; bucket: string }>`
         insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
         select *, ${this.windowMs / 1000}::int from unnest(${buckets}::text[], ${windows}::timestamptz[], ${hits}::int[])
         on conflict (bucket, window_start) do update set hits = rate_limit_windows.hits + excluded.hits
         returning bucket, hits`.execute(this.db);
+        const totals = new Map(result.rows.map((row) => [row.bucket, Number(row.hits)]));
+        const syncedAt = this.now().getTime();
+        states.forEach((state, i) => {
+          state.shared = Math.max(state.shared, totals.get(buckets[i]!) ?? state.shared);
+          state.syncedAt = syncedAt;
+        });
       } catch (error) {
-        move(-1);
+        for (const [i, state] of states.entries()) state.pending += hits[i]!;
         throw error;
+      } finally {
+        for (const [i, state] of states.entries()) state.writing -= hits[i]!;
       }
-      const totals = new Map(result.rows.map((row) => [row.bucket, Number(row.hits)]));
-      const syncedAt = this.now().getTime();
-      buckets.forEach((bucket, i) => {
-        const state = states[i]!;
-        state.writing -= hits[i]!;
-        state.shared = Math.max(state.shared, totals.get(bucket) ?? state.shared);
-        state.syncedAt = syncedAt;
-      });
     }
     if (nowMs - this.lastCleanup > MINUTE_MS) {
       this.lastCleanup = nowMs;

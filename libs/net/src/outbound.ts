@@ -18,10 +18,9 @@ class ForbiddenAddressError extends Error {
     readonly host: string,
     readonly address: string,
   ) {
+    const target = host === address ? `${address}:` : `${host}: it resolves to ${address},`;
     super(
-      host === address
-        ? `refused to connect to ${address}: a loopback, private, link-local or reserved address (production rule, checked at connect time)`
-        : `refused to connect to ${host}: it resolves to ${address}, a loopback, private, link-local or reserved address (production rule, checked at connect time)`,
+      `refused to connect to ${target} a loopback, private, link-local or reserved address (production rule, checked at connect time)`,
     );
   }
 }

@@ -25,11 +25,7 @@ export {
   type RepeatableSql,
   readRepeatableSql,
 } from './database';
-export {
-  NotReadyError,
-  StartupError,
-  UndeclaredConsumerError,
-} from './errors';
+export { NotReadyError, StartupError, UndeclaredConsumerError } from './errors';
 export { runMain } from './main';
 export { Counter, Gauge, Registry, type ServiceMetrics } from './metrics';
 export { productionGuards } from './production';
