@@ -51,7 +51,6 @@ export class PollingLoop {
     this.schedule(this.options.firstDelayMs ?? 0);
   }
 
-  /** Ask for a pass now instead of at the next interval. */
   kick(): void {
     if (this.stopped) return;
     if (this.current) {

@@ -47,7 +47,6 @@ export interface DurablePublishOptions {
   /** The event id: JetStream drops a second message with the same id inside the stream's duplicate window. */
   msgID: string;
   headers?: MsgHdrs;
-  /** Timeout of one publish attempt. */
   attemptTimeoutMs?: number;
   /** How long attempts go on (same Nats-Msg-Id): past a leader election (4–7 s with 3 replicas), but bounded. */
   retryForMs?: number;
@@ -109,7 +108,6 @@ export async function publishDurably(
   throw lastError instanceof Error ? lastError : new Error(String(lastError));
 }
 
-/** Whether the stream holds, at `seq`, the message published with `msgID`. */
 async function streamHolds(
   bus: Pick<Bus, 'jsm' | 'eventsStream'>,
   seq: number,

@@ -232,7 +232,6 @@ export async function serveRpcs<S extends ServiceName>(
   };
 }
 
-/** One RPC served alone (see serveRpcs). */
 export function serveRpc<N extends RpcName>(
   bus: Bus,
   name: N,

@@ -10,7 +10,6 @@ export function bearerTokenOf(authorization: string | undefined): string | undef
   return BEARER_PATTERN.exec(authorization.trim())?.[1];
 }
 
-/** The token of the request's `Authorization: Bearer <token>`, or undefined. */
 export function bearerToken(req: Request): string | undefined {
   return bearerTokenOf(req.header('authorization'));
 }

@@ -26,7 +26,6 @@ export function checkIdempotencyKey(value: string | undefined): string | undefin
   return value;
 }
 
-/** The Idempotency-Key of an express request, checked. */
 export function idempotencyKeyOf(req: Request): string | undefined {
   return checkIdempotencyKey(req.header(IDEMPOTENCY_KEY_HEADER));
 }
@@ -81,7 +80,6 @@ export interface IdempotentAnswer extends StoredAnswer {
   replayed?: boolean;
 }
 
-/** Sends an answer, marking a replayed one. */
 export function sendIdempotentAnswer(res: Response, answer: IdempotentAnswer): void {
   if (answer.replayed) res.setHeader(IDEMPOTENT_REPLAYED_HEADER, 'true');
   res.status(answer.status).json(answer.body);
@@ -153,7 +151,6 @@ export interface IdempotencyClaims {
 interface ClaimTimings {
   /** How long a duplicate waits for the first request's answer before 409 (a bound, not a sleep). */
   duplicateWaitMs: number;
-  /** How often a waiting duplicate looks again. */
   pollMs: number;
   /** A claim this old without an answer belongs to a request that died: the next request takes it over. */
   abandonedAfterMs: number;

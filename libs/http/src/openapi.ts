@@ -19,12 +19,10 @@ export function plainSchema(schema: TSchema): JsonSchemaObject {
   return JSON.parse(JSON.stringify(schema));
 }
 
-/** A response object with a JSON body described by `schema`. */
 export function jsonResponse(schema: TSchema, description: string) {
   return { description, content: { 'application/json': { schema: plainSchema(schema) } } };
 }
 
-/** A JSON requestBody object described by `schema`, with optional named examples. */
 export function jsonRequestBody(
   schema: TSchema,
   options: { required?: boolean; examples?: Record<string, unknown> } = {},

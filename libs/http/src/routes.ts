@@ -98,7 +98,6 @@ interface RouteDeclaration<
   bodyValidatedByHandler?: boolean;
   /** Documented only: validated by the handler or a shared helper (for example `Idempotency-Key`). */
   headers?: JsonSchemaObject[];
-  /** Named request examples shown in the document. */
   bodyExamples?: Record<string, unknown>;
   responses: Record<string, RouteResponse>;
   /** Error statuses, documented with the shared error body: `{ '404': 'no such settlement' }`. */
@@ -107,7 +106,6 @@ interface RouteDeclaration<
   before?: RequestHandler[];
 }
 
-/** Any route, whatever its schemas (what lists of routes hold). */
 export type AnyRoute = RouteDefinition<any, any, any>;
 
 /** Declares a route once: `mountRoutes` serves it validated, `routesOpenApi` documents it, so they agree. */

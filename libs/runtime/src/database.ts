@@ -138,7 +138,6 @@ export function databaseOn<DB>(pool: pg.Pool, schema: string): Kysely<DB> {
   return new Kysely<DB>({ dialect: new SchemaScopedPostgresDialect({ pool }, schema) });
 }
 
-/** The pool of a service's connections, scoped to its schema. */
 export function createPool(options: DatabaseOptions): pg.Pool {
   // Every wait is bounded: for a pooled connection, a statement, a lock, a transaction left open.
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...definedOnly(options) };

@@ -32,7 +32,6 @@ export class NotReadyError extends RuntimeError {
   override name = 'NotReadyError';
 }
 
-/** A readiness check that did not answer in time. */
 export class ReadinessTimeoutError extends NotReadyError {
   override name = 'ReadinessTimeoutError';
   constructor(

@@ -11,7 +11,6 @@ interface RetryOptions {
   retryable?: (error: unknown) => boolean;
 }
 
-/** A short human reason for a connection failure, without a stack trace. */
 export function describeError(error: unknown): string {
   const e = error as { code?: string; message?: string; errors?: unknown[] };
   if (e?.code && e.message) return `${e.code}: ${e.message.split('\n')[0]}`;

@@ -106,7 +106,6 @@ export interface StartedService {
   stop(): Promise<void>;
 }
 
-/** A started service with its context and parts, typed by its own `Database`. */
 export interface RunningService<DB, P extends ServiceParts<DB> = ServiceParts<DB>> extends StartedService {
   ctx: ServiceContext<DB>;
   parts: P;
@@ -271,7 +270,6 @@ async function connect<DB>(
   }
 }
 
-/** The context every route, consumer and task of the service gets. */
 function serviceContext<DB>(
   definition: CommonDefinition,
   parts: Pick<ServiceContext<DB>, 'db' | 'bus' | 'relay' | 'logger' | 'metrics'>,

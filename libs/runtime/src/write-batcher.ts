@@ -28,7 +28,6 @@ export class WriteBatcher<T> {
     });
   }
 
-  /** Starts a write of the queued items when fewer than maxWrites are running. */
   private writeQueued(): void {
     if (this.writing >= this.options.maxWrites || this.queued.length === 0) return;
     const batch: T[] = [];
