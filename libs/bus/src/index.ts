@@ -53,3 +53,4 @@ export {
 } from './rpc';
 export { SealedValueError } from './sealed';
 export type { BusTables } from './tables';
+export { withTimeout } from './timeout';

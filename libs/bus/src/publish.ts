@@ -2,6 +2,7 @@ import { type MsgHdrs, headers as natsHeaders } from 'nats';
 import type { Bus } from './connection';
 import { BusError } from './errors';
 import { requestReply } from './reply-inbox';
+import { withTimeout } from './timeout';
 
 const decoder = new TextDecoder();
 
@@ -116,16 +117,10 @@ async function streamHolds(
 ): Promise<boolean> {
   if (!seq) return false;
   const lookup = bus.jsm.streams.getMessage(bus.eventsStream, { seq });
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('stream message lookup timed out')), timeoutMs);
-  });
   try {
-    const message = await Promise.race([lookup, timeout]);
+    const message = await withTimeout(lookup, timeoutMs, () => new Error('stream message lookup timed out'));
     return message.header.get('Nats-Msg-Id') === msgID;
   } catch {
     return false;
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -8,6 +8,7 @@ import {
   InboxConsumer,
   isTransientJetStreamError,
   OutboxRelay,
+  withTimeout,
 } from '@paygate/bus';
 import { declaredConsumerSubject, type ServiceName, type Subject } from '@paygate/contracts';
 import {
@@ -121,16 +122,6 @@ function checkDeclaredConsumers<DB>(service: ServiceName, consumers: DeclaredCon
     const declared = declaredConsumerSubject(service, durable);
     if (declared !== subject) throw new UndeclaredConsumerError(service, durable, subject, declared);
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ReadinessTimeoutError(what, ms)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 /** Longer than the 60 s idle timeout of common load balancers and ingresses. */
@@ -318,7 +309,7 @@ function serviceApp<DB>(
     const failed: string[] = [];
     for (const [name, check] of checks) {
       try {
-        await withTimeout(check(), READY_TIMEOUT_MS, name);
+        await withTimeout(check(), READY_TIMEOUT_MS, () => new ReadinessTimeoutError(name, READY_TIMEOUT_MS));
         results[name] = 'ok';
       } catch (error) {
         failed.push(name);

@@ -1,0 +1,8 @@
+/** `promise`, or a rejection with `timedOut()` after `ms`; the timer is cleared either way. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timedOut()), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
