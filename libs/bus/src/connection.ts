@@ -7,7 +7,7 @@ import {
   StorageType,
   type StreamConfig,
 } from 'nats';
-import { BusConfigError, isJetStreamError, JetStreamErrorCode } from './errors';
+import { BusConfigError, JetStreamErrorCode, unlessJetStreamError } from './errors';
 import { inboxPrefixFor } from './inbox';
 
 export interface Bus {
@@ -125,24 +125,16 @@ export async function ensureStreams(
       num_replicas: options.replicas ?? 1,
     };
     const currentConfig = () =>
-      bus.jsm.streams.info(definition.name).then(
-        (info) => info.config,
-        (error) => {
-          if (isJetStreamError(error, JetStreamErrorCode.StreamNotFound)) return undefined;
-          throw error;
-        },
+      unlessJetStreamError(
+        bus.jsm.streams.info(definition.name).then((info) => info.config),
+        undefined,
+        JetStreamErrorCode.StreamNotFound,
       );
     let existing = await currentConfig();
     if (!existing) {
-      const created = await bus.jsm.streams.add(config).then(
-        () => true,
-        (error) => {
-          // Another replica created it between our check and our add: treat it like an existing one.
-          if (isJetStreamError(error, JetStreamErrorCode.StreamNameInUse)) return false;
-          throw error;
-        },
-      );
-      if (created) continue;
+      // Another replica may create it between our check and our add: then it is treated like an existing one.
+      const add = bus.jsm.streams.add(config).then(() => true);
+      if (await unlessJetStreamError(add, false, JetStreamErrorCode.StreamNameInUse)) continue;
       existing = await currentConfig();
     }
     // A stream as declared is left alone: only the admin user may update streams.
@@ -178,17 +170,13 @@ export const STORE_ANCHOR_STREAM = 'PAYGATE_STORE_ANCHOR';
  * stream, and a stream created at that moment fails ("error creating store for stream").
  */
 export async function anchorStreamStore(jsm: JetStreamManager): Promise<void> {
-  await jsm.streams
-    .add({
-      name: STORE_ANCHOR_STREAM,
-      subjects: ['paygate.store-anchor'],
-      storage: StorageType.File,
-      retention: RetentionPolicy.Limits,
-      max_msgs: 1,
-      num_replicas: 1,
-    })
-    .catch((error) => {
-      if (isJetStreamError(error, JetStreamErrorCode.StreamNameInUse)) return;
-      throw error;
-    });
+  const add = jsm.streams.add({
+    name: STORE_ANCHOR_STREAM,
+    subjects: ['paygate.store-anchor'],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    max_msgs: 1,
+    num_replicas: 1,
+  });
+  await unlessJetStreamError(add, undefined, JetStreamErrorCode.StreamNameInUse);
 }

@@ -11,7 +11,7 @@ import {
 } from 'nats';
 import { backoffCeilingMs } from './backoff';
 import type { Bus } from './connection';
-import { isConsumerExistsError, isJetStreamError, JetStreamErrorCode } from './errors';
+import { JetStreamErrorCode, unlessJetStreamError } from './errors';
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -151,18 +151,12 @@ export class InboxConsumer<S extends Subject, DB> {
       max_deliver: this.options.maxAttempts + 2,
       max_ack_pending: Math.max(1000, concurrency * 10, batchSize * concurrency * 4),
     };
-    const exists = await jsm.consumers.info(eventsStream, this.options.durable).then(
-      () => true,
-      (error) => {
-        if (isJetStreamError(error, JetStreamErrorCode.ConsumerNotFound)) return false;
-        throw error;
-      },
-    );
-    if (!exists) {
-      await jsm.consumers.add(eventsStream, config).catch((error) => {
-        // Another replica created it between our check and our add.
-        if (!isConsumerExistsError(error)) throw error;
-      });
+    const { ConsumerNotFound, ConsumerNameInUse, ConsumerAlreadyExists, ConsumerExists } = JetStreamErrorCode;
+    const info = jsm.consumers.info(eventsStream, this.options.durable);
+    if (!(await unlessJetStreamError(info, undefined, ConsumerNotFound))) {
+      // Another replica may create it between our check and our add.
+      const add = jsm.consumers.add(eventsStream, config);
+      await unlessJetStreamError(add, undefined, ConsumerNameInUse, ConsumerAlreadyExists, ConsumerExists);
     }
     return js.consumers.get(eventsStream, this.options.durable);
   }

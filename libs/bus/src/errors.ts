@@ -34,14 +34,17 @@ export function isJetStreamError(error: unknown, ...codes: number[]): boolean {
   return code !== undefined && codes.includes(code);
 }
 
-/** The consumer add failed because a consumer of that name exists (created by another replica meanwhile). */
-export const isConsumerExistsError = (error: unknown) =>
-  isJetStreamError(
-    error,
-    JetStreamErrorCode.ConsumerNameInUse,
-    JetStreamErrorCode.ConsumerAlreadyExists,
-    JetStreamErrorCode.ConsumerExists,
-  );
+/** What `request` answers, or `fallback` when it fails with one of the JetStream error `codes`. */
+export function unlessJetStreamError<T, F>(
+  request: Promise<T>,
+  fallback: F,
+  ...codes: number[]
+): Promise<T | F> {
+  return request.catch((error) => {
+    if (isJetStreamError(error, ...codes)) return fallback;
+    throw error;
+  });
+}
 
 /** No answer in time or no responder (a leader election): worth asking again, unlike a refusal. */
 export function isTransientJetStreamError(error: unknown): boolean {
