@@ -153,13 +153,11 @@ const NATS_UNAVAILABLE_CODES = new Set([
 /** A service needed over the bus did not answer (or failed 5xx), or NATS is away: a 503. Known by name. */
 function isDependencyUnavailable(error: unknown): boolean {
   return someCause(error, (one) => {
-    const candidate = one as { name?: unknown; code?: unknown } | null;
-    if (candidate?.name === 'RpcUnavailableError') return true;
-    if (candidate?.name === 'NatsError' && typeof candidate.code === 'string') {
-      return NATS_UNAVAILABLE_CODES.has(candidate.code);
-    }
+    const { name, code } = one as { name?: unknown; code?: unknown };
+    if (name === 'NatsError') return typeof code === 'string' && NATS_UNAVAILABLE_CODES.has(code);
     return (
-      candidate?.name === 'RpcServiceError' && typeof candidate.code === 'number' && candidate.code >= 500
+      name === 'RpcUnavailableError' ||
+      (name === 'RpcServiceError' && typeof code === 'number' && code >= 500)
     );
   });
 }
