@@ -59,16 +59,15 @@ class ReplyInbox {
         if (waiting) this.settle(token, waiting, new NoReplyError('TIMEOUT', subject));
       }, options.timeoutMs);
       timer.unref();
-      this.waiting.set(token, { resolve, reject, timer, subject });
+      const waiting = { resolve, reject, timer, subject };
+      this.waiting.set(token, waiting);
       try {
         this.nc.publish(subject, data, {
           reply: `${this.base}.${token}`,
           ...(options.headers ? { headers: options.headers } : {}),
         });
       } catch (error) {
-        clearTimeout(timer);
-        this.waiting.delete(token);
-        reject(error);
+        this.settle(token, waiting, error as Error);
       }
     });
   }
