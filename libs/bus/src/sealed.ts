@@ -69,11 +69,8 @@ export function sealTo(recipientPublicKey: string, plaintext: string, context: s
   const { publicKey: ephemeralPublic, privateKey } = newReplyKey();
   const shared = diffieHellman({ privateKey, publicKey: recipient });
   const iv = randomBytes(12);
-  const cipher = createCipheriv(
-    'aes-256-gcm',
-    derivedKey(shared, ephemeralPublic, recipientPublicKey, context),
-    iv,
-  );
+  const key = derivedKey(shared, ephemeralPublic, recipientPublicKey, context);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(context));
   const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final(), cipher.getAuthTag()]);
   return `${SEALED_PREFIX}${ephemeralPublic}.${iv.toString('base64url')}.${ciphertext.toString('base64url')}`;
@@ -95,11 +92,8 @@ export function openSealed(replyKey: ReplyKey, sealed: unknown, context: string)
       privateKey: replyKey.privateKey,
       publicKey: importPublicKey(ephemeralPublic),
     });
-    const decipher = createDecipheriv(
-      'aes-256-gcm',
-      derivedKey(shared, ephemeralPublic, replyKey.publicKey, context),
-      iv,
-    );
+    const key = derivedKey(shared, ephemeralPublic, replyKey.publicKey, context);
+    const decipher = createDecipheriv('aes-256-gcm', key, iv);
     decipher.setAAD(Buffer.from(context));
     decipher.setAuthTag(ciphertext.subarray(ciphertext.length - 16));
     return Buffer.concat([

@@ -123,10 +123,8 @@ export async function idempotentInTransaction(
   if (!request) return run();
   await store.lock(request);
   const stored = await store.find(request);
-  if (stored) {
-    const replay = replayOrRefuse(stored, request.fingerprint);
-    if (replay) return replay;
-  }
+  const replay = stored && replayOrRefuse(stored, request.fingerprint);
+  if (replay) return replay;
   const answer = await run();
   await store.save(request, { status: answer.status, body: answer.body });
   return answer;
