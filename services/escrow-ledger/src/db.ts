@@ -13,13 +13,15 @@ export type AccountKind =
   | 'refund_pending'
   | 'refund_receivable';
 /** Why a transfer or payment is set aside for the operator (payments/conflicts.ts records them). */
-export type ConflictKind =
-  | 'transfer_already_claimed'
-  | 'amount_exceeds_transfer'
-  | 'transfer_reorged'
-  | 'reorg_after_refund'
-  | 'transfer_refunded'
-  | 'refund_refused';
+export const CONFLICT_KINDS = [
+  'transfer_already_claimed',
+  'amount_exceeds_transfer',
+  'transfer_reorged',
+  'reorg_after_refund',
+  'transfer_refunded',
+  'refund_refused',
+] as const;
+export type ConflictKind = (typeof CONFLICT_KINDS)[number];
 export type EscrowStatus = 'held' | 'available' | 'payout_pending' | 'settled' | 'reversed';
 
 /** The ledger schema's tables (migrations) and views (sql/ledger.sql) that builder queries and row types read. */

@@ -1,4 +1,4 @@
-import { type ConsumerOptions, type DeclaredConsumer, defineConsumer } from '@paygate/bus';
+import { type DeclaredConsumer, defineConsumer } from '@paygate/bus';
 import type { Subject } from '@paygate/contracts';
 import {
   addressBucket,
@@ -13,8 +13,8 @@ import { migrations } from '../migrations';
 import { ChainConfirmationCheck } from './chain/confirmation';
 import { ClaimBatcher } from './claims/claims';
 import type { EscrowLedgerConfig } from './config';
-import type { LedgerDatabase } from './db';
-import type { LedgerDeps } from './deps';
+import type { LedgerDatabase, LedgerTrx } from './db';
+import type { LedgerDeps, TypedEnvelope } from './deps';
 import { ReleaseScheduler } from './holds/release';
 import { publicCors, publicCorsOnError } from './http/cors';
 import { createLedgerMetrics } from './metrics';
@@ -123,56 +123,45 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
   return { ...running, deps, scheduler, chainCheck };
 }
 
-/** One durable consumer of `subject`; `concurrency` transactions in flight when given (the bus's default else). */
-function consumer<S extends Subject>(
-  durable: string,
-  subject: S,
-  handler: NonNullable<ConsumerOptions<S, LedgerDatabase>['handler']>,
-  concurrency?: number,
-): DeclaredConsumer<LedgerDatabase> {
-  return defineConsumer<S, LedgerDatabase>({
-    durable,
-    subject,
-    handler,
-    ...(concurrency ? { concurrency } : {}),
-  });
+/** A durable consumer of `subject` whose handler gets the deps; `concurrency` transactions in flight when given. */
+function consumerOf(d: LedgerDeps) {
+  return <S extends Subject>(
+    durable: string,
+    subject: S,
+    handler: (trx: LedgerTrx, event: TypedEnvelope<S>, deps: LedgerDeps) => Promise<void>,
+    concurrency?: number,
+  ): DeclaredConsumer<LedgerDatabase> =>
+    defineConsumer<S, LedgerDatabase>({
+      durable,
+      subject,
+      handler: (trx, e) => handler(trx, e, d),
+      ...(concurrency ? { concurrency } : {}),
+    });
 }
 
 /** The events the ledger books, each on its declared durable consumer. */
 function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
+  const consumer = consumerOf(d);
   return [
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
     consumer('ledger-payment-call-failed', 'payment.call_failed', onPaymentCallFailed),
     consumer('ledger-payment-call-recovered', 'payment.call_recovered', onPaymentCallRecovered),
     // A call its seller failed whose window closed unserved: refunded to its payer (unserved/decide.ts).
-    consumer('ledger-payment-call-unserved', 'payment.call_unserved', (trx, e) =>
-      onPaymentCallUnserved(trx, e, d),
-    ),
-    consumer('ledger-transfer-observed', 'transfer.observed', (trx, e) => onTransferObserved(trx, e, d), 4),
-    consumer('ledger-transfer-reorged', 'transfer.reorged', (trx, e) => onTransferReorged(trx, e, d)),
-    consumer('ledger-refund-completed', 'refund.completed', (trx, e) => onRefundCompleted(trx, e, d), 4),
-    consumer('ledger-transfer-refund-requested', 'transfer.refund_requested', (trx, e) =>
-      onTransferRefundRequested(trx, e, d),
-    ),
+    consumer('ledger-payment-call-unserved', 'payment.call_unserved', onPaymentCallUnserved),
+    consumer('ledger-transfer-observed', 'transfer.observed', onTransferObserved, 4),
+    consumer('ledger-transfer-reorged', 'transfer.reorged', onTransferReorged),
+    consumer('ledger-refund-completed', 'refund.completed', onRefundCompleted, 4),
+    consumer('ledger-transfer-refund-requested', 'transfer.refund_requested', onTransferRefundRequested),
     // What leaves escrow is decided here (payout.reserved / payout.refused); settlement's outcomes book it out or back.
     consumer('ledger-seller-payout-addresses', 'seller.updated', onSellerUpdated),
-    consumer('ledger-settlement-due', 'settlement.due', (trx, e) => onSettlementDue(trx, e, d), 4),
-    consumer('ledger-platform-payout-requested', 'revenue.payout_requested', (trx, e) =>
-      onPlatformPayoutRequested(trx, e, d),
-    ),
+    consumer('ledger-settlement-due', 'settlement.due', onSettlementDue, 4),
+    consumer('ledger-platform-payout-requested', 'revenue.payout_requested', onPlatformPayoutRequested),
     consumer('ledger-payout-failed', 'payout.failed', (trx, e) =>
       e.data.kind === 'seller'
         ? onSellerPayoutFailed(trx, e.data, d)
         : onPlatformPayoutFailed(trx, e.data, d),
     ),
-    consumer(
-      'ledger-settlement-completed',
-      'settlement.completed',
-      (trx, e) => onSettlementCompleted(trx, e, d),
-      4,
-    ),
-    consumer('ledger-platform-payout-completed', 'revenue.paid_out', (trx, e) =>
-      onPlatformPayoutCompleted(trx, e, d),
-    ),
+    consumer('ledger-settlement-completed', 'settlement.completed', onSettlementCompleted, 4),
+    consumer('ledger-platform-payout-completed', 'revenue.paid_out', onPlatformPayoutCompleted),
   ];
 }

@@ -61,11 +61,8 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   }
 
   private chain(): JsonRpcProvider {
-    const config = this.deps.config;
-    this.provider ??= makeProvider(config.rpcUrl, {
-      timeoutMs: config.rpcTimeoutMs,
-      chainId: config.chainId,
-    });
+    const { rpcUrl, rpcTimeoutMs, chainId } = this.deps.config;
+    this.provider ??= makeProvider(rpcUrl, { timeoutMs: rpcTimeoutMs, chainId });
     return this.provider;
   }
 

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { CONFLICT_KINDS } from '../db';
 import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
 
 /** The on-chain transfer a listed row names (routes.ts transferOf). */
@@ -15,14 +16,7 @@ export const ConflictIdParam = Type.Object({
 export const Conflict = Type.Object({
   conflictId: Type.String({ pattern: '^[0-9]+$' }),
   kind: StringEnum(
-    [
-      'transfer_already_claimed',
-      'amount_exceeds_transfer',
-      'transfer_reorged',
-      'reorg_after_refund',
-      'transfer_refunded',
-      'refund_refused',
-    ],
+    CONFLICT_KINDS,
     'why the payment was not credited (transfer_refunded: its transfer was sent back as an unmatched transfer), a reorg could not be reversed in full, or (refund_refused) a refund of an unmatched transfer was not booked: detail.reason is transfer_claimed_by_payment, transfer_reorged, amount_differs or payer_differs',
   ),
   status: StringEnum(['open', 'resolved']),

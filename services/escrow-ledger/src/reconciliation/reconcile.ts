@@ -45,10 +45,7 @@ async function chainEscrowBalance(
   config: EscrowLedgerConfig,
   depositAddresses: string[] = [],
 ): Promise<bigint> {
-  const provider = makeProvider(config.rpcUrl, {
-    timeoutMs: config.rpcTimeoutMs,
-    chainId: config.chainId,
-  });
+  const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
     const addresses = [...escrowWallets(config), ...depositAddresses];
@@ -174,14 +171,9 @@ function exposureDifferences(
   exposure: Awaited<ReturnType<typeof sellerExposure>>,
 ): ReconciliationDifference[] {
   if (exposure.uncovered <= 0n) return [];
-  return [
-    {
-      check: "seller balances (held + available) below zero, paid with other sellers' money in escrow",
-      expected: '0',
-      actual: formatUsdc(exposure.uncovered),
-      difference: formatUsdc(exposure.uncovered),
-    },
-  ];
+  const check = "seller balances (held + available) below zero, paid with other sellers' money in escrow";
+  const uncovered = formatUsdc(exposure.uncovered);
+  return [{ check, expected: '0', actual: uncovered, difference: uncovered }];
 }
 
 /**

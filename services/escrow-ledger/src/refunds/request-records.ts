@@ -48,6 +48,9 @@ export function requestView(row: RefundRequestRow) {
 
 export type RefundRequestView = ReturnType<typeof requestView>;
 
+const nothingRefundable = () =>
+  new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
+
 /** The signed chain and validity window of a buyer's refund request (the signature covers both). */
 export function checkRefundRequestSigning(
   body: { chainId?: number; nonce?: string; expiresAt?: string },
@@ -89,9 +92,7 @@ export async function fileRefundRequest(
       },
     );
   }
-  if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) {
-    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
-  }
+  if (txn.escrow_status === 'reversed' || txn.refunded_micro >= txn.amount_micro) throw nothingRefundable();
   const pendingRequest = await pendingRequestFor(trx, txn.id, body.signature.toLowerCase());
   if (pendingRequest) return { view: requestView(pendingRequest), replayed: true };
   const now = deps.now();
@@ -169,13 +170,8 @@ export async function approveRefundRequest(
   const request = await lockPendingRequest(trx, requestId, sellerId);
   const txn = await lockSellerTransaction(trx, request.transaction_id, sellerId);
   // No amount means all that remains: when nothing does, say so rather than blame an amount the seller did not send.
-  if (
-    amountMicro === undefined &&
-    txn.escrow_status !== 'reversed' &&
-    txn.refunded_micro >= txn.amount_micro
-  ) {
-    throw new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
-  }
+  if (amountMicro === undefined && txn.escrow_status !== 'reversed' && txn.refunded_micro >= txn.amount_micro)
+    throw nothingRefundable();
   const refund = await bookRefund(trx, deps, txn, {
     amountMicro: amountMicro ?? txn.amount_micro - txn.refunded_micro,
     reason: request.reason,

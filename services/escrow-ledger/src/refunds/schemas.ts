@@ -1,10 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { IsoTime, Nullable, StringEnum, TxHash, UsdcAmount } from '../http/schemas';
 
-/**
- * The request schemas validate (routes.ts) and describe (openapi.ts) the refund routes; the response schemas
- * describe what refundView / requestView return.
- */
 const TransactionId = Type.String({
   minLength: 1,
   maxLength: 64,

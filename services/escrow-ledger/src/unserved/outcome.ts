@@ -1,16 +1,13 @@
+import type { Static } from '@sinclair/typebox';
 import type { LedgerDb } from '../db';
+import type { TransactionLookup } from '../refunds/schemas';
 import { callOutcomesOf } from '../views/call-outcomes';
 
 /** What became of a paid call, as its buyer polls it (TransactionLookup's `outcome` describes each). */
-interface PaymentOutcome {
-  outcome: 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded';
-  retryUntil: string | null;
-  refundId: string | null;
-  refundTxHash: string | null;
-  refundedAt: string | null;
-  /** How the seller failed the call (error_status with its 5xx, timeout, unreachable, misconfigured). */
-  refundReason: string | null;
-}
+type PaymentOutcome = Pick<
+  Static<typeof TransactionLookup>,
+  'retryUntil' | 'refundId' | 'refundTxHash' | 'refundedAt' | 'refundReason'
+> & { outcome: 'served' | 'retryable' | 'unserved' | 'refund_pending' | 'refunded' | 'not_refunded' };
 
 export async function paymentOutcome(db: LedgerDb, paymentId: string, now: Date): Promise<PaymentOutcome> {
   const call = (await callOutcomesOf(db, [paymentId], now)).get(paymentId);

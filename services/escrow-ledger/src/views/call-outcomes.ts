@@ -1,15 +1,12 @@
+import type { Static } from '@sinclair/typebox';
 import type { LedgerDatabase, LedgerDb } from '../db';
+import type { Transaction } from './schemas';
 
-/** What the gateway made of a payment's paid call, beside the transaction (the Transaction schema describes each). */
-export interface CallOutcomeView {
-  callStatus: 'served' | 'failed_retryable' | 'failed';
-  /** The latest seller failure: when, how and its 5xx. */
-  callFailedAt: string | null;
-  upstreamOutcome: LedgerDatabase['payment_call_attempts']['upstream_outcome'];
-  upstreamStatus: number | null;
-  retryUntil: string | null;
-  callRecoveredAt: string | null;
-}
+/** What the gateway made of a payment's paid call, beside the transaction. */
+export type CallOutcomeView = Pick<
+  Static<typeof Transaction>,
+  'callStatus' | 'callFailedAt' | 'upstreamOutcome' | 'upstreamStatus' | 'retryUntil' | 'callRecoveredAt'
+>;
 
 /** A payment with no reported attempt: its call was served at once (or it is not a forwarded call at all). */
 export const SERVED_AT_ONCE: CallOutcomeView = Object.freeze({
