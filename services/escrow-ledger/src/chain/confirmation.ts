@@ -17,12 +17,10 @@ type AwaitingTransfer = Row<
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 
 /**
- * Confirms or reverses transfers booked by a claim before the chain made them final. The indexer's
- * transfer.observed (after CONFIRMATIONS) normally confirms one, but a reorg that drops it first leaves the indexer
- * nothing to report, so this reads its receipt: the booked Transfer log (USDC, payer, amount) CONFIRMATIONS deep
- * confirms it; no such log and no mined transaction, still so CONFIRMATIONS blocks after the first miss, reverses
- * it as a reorg would, so the ledger never stays above the chain (mined again later, the payment claims it again).
- * An RPC that does not answer changes nothing. CHAIN_CHECK_BATCH_SIZE a pass, least recently checked first.
+ * Confirms or reverses transfers booked by a claim before the chain made them final: a reorg that drops one before
+ * the indexer's transfer.observed leaves the indexer nothing to report, so this reads its receipt. The booked
+ * Transfer log CONFIRMATIONS deep confirms it; no such log nor mined transaction CONFIRMATIONS blocks after the first
+ * miss reverses it as a reorg would, so the ledger never stays above the chain. An unanswered RPC changes nothing.
  */
 export class ChainConfirmationCheck extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;

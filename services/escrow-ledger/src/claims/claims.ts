@@ -49,14 +49,11 @@ interface QueuedClaim {
 
 /**
  * The one command that spends an on-chain transfer and books what it pays for. The first (claimed_via, reference)
- * holds the transfer (the primary key of `transfer_claims` decides between replicas); with a payment, the claim,
- * its booking and its `payment.confirmed` are one transaction. A repeat of the same pair is answered ok again
- * (fresh: false) with the payment booked the first time; anything else is refused with who holds it. Claims that
- * arrive together (one turn of the event loop, or while PAYMENT_CONCURRENCY statements run) are one statement, each
- * deciding as it would alone: two claims of one transfer never share one, and a failed statement is run again claim
- * by claim. An operator refund reads the books (refused if reorged away or another payer/amount) and may take over
- * an underpaid session's claim, so it runs alone, in a transaction. Served to the ledger's replicas as a queue
- * group; the outcomes are counted.
+ * holds the transfer (`transfer_claims`' primary key decides between replicas); with a payment, the claim, its
+ * booking and its `payment.confirmed` are one transaction. A repeat of the pair is answered ok again (fresh: false);
+ * anything else is refused with who holds it. Claims arriving together are one statement, each deciding as alone:
+ * two claims of one transfer never share one, and a failed statement runs again claim by claim. An operator refund
+ * reads the books and may take over an underpaid session's claim, so it runs alone, in a transaction.
  */
 export class ClaimBatcher implements BackgroundTask {
   private readonly batcher: WriteBatcher<QueuedClaim>;

@@ -127,10 +127,9 @@ export async function reverseTransfer(
 ): Promise<void> {
   const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
   const now = deps.now();
+  if (transfer.claimed_by_transaction_id) await reverseClaimingTransaction(trx, deps, transfer, cause, now);
+  // Reversing the claiming transaction put all of the transfer back into suspense.
   let stillInSuspense = transfer.amount_micro;
-  if (transfer.claimed_by_transaction_id) {
-    stillInSuspense = await reverseClaimingTransaction(trx, deps, transfer, cause, now);
-  }
   // A refunded unmatched transfer: the refund cannot be taken back and the money never arrived, so the whole
   // transfer leaves escrow_asset against what its payer owes (refund_receivable), or the ledger would stay above
   // the chain by it (not when escrow_asset holds less: refundReceivableOnReorg).
@@ -187,8 +186,7 @@ export async function reverseTransfer(
 
 /**
  * Reverses the transaction that claimed the transfer: its unrefunded part from wherever it sits (holds, or
- * seller_available, which may go negative) into suspense, and its refunded part too, owed by the seller. Returns
- * what of the transfer is then in suspense: all of it.
+ * seller_available, which may go negative) into suspense, and its refunded part too, owed by the seller.
  */
 async function reverseClaimingTransaction(
   trx: LedgerTrx,
@@ -196,14 +194,14 @@ async function reverseClaimingTransaction(
   transfer: TransferRow,
   cause: ReversalCause,
   now: Date,
-): Promise<bigint> {
+): Promise<void> {
   const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
   const result =
     await sql<ClaimedTransaction>`select id, seller_id, amount_micro, seller_share_micro, platform_share_micro,
         refunded_micro, refunded_seller_micro, refunded_platform_micro, escrow_status
       from transactions where id = ${transfer.claimed_by_transaction_id} for update`.execute(trx);
   const txn = result.rows[0]!;
-  if (txn.escrow_status === 'reversed') return transfer.amount_micro;
+  if (txn.escrow_status === 'reversed') return;
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
   const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
   const held = txn.escrow_status === 'held';
@@ -257,5 +255,4 @@ async function reverseClaimingTransaction(
       detail: { eventId: cause.eventId },
     });
   }
-  return transfer.amount_micro;
 }

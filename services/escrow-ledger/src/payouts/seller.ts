@@ -199,10 +199,7 @@ async function lockedReservation(trx: LedgerTrx, settlementId: string): Promise<
   ).rows[0];
 }
 
-/**
- * `payout.failed`: nothing left escrow, so the reservation goes back to seller_available, once. Only this event
- * gives a reservation back: nothing cancels one while settlement may still send it.
- */
+/** `payout.failed`: the reservation goes back to seller_available, once; only this event gives one back. */
 export async function onSellerPayoutFailed(
   trx: LedgerTrx,
   failed: EventData<'payout.failed'>,

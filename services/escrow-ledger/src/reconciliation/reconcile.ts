@@ -176,10 +176,7 @@ function exposureDifferences(
   return [{ check, expected: '0', actual: uncovered, difference: uncovered }];
 }
 
-/**
- * Every difference between the ledger and the chain (escrow_asset vs the wallets' USDC) and within the ledger (trial
- * balance, balances vs postings, seller balances below zero: other sellers' money pays them); none: the books are right.
- */
+/** Every difference between the ledger and the chain, and within the ledger; none: the books are right. */
 export async function reconcile(
   db: LedgerDb,
   config: EscrowLedgerConfig,

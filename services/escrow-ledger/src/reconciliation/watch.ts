@@ -3,9 +3,8 @@ import type { LedgerContext, LedgerDeps } from '../deps';
 import { reconcileWithSettlement, recordReconciliation } from './reconcile';
 
 /**
- * The operator route's reconciliation every RECONCILE_INTERVAL_MS on each replica, for the gauges the alerts read.
- * A chain or settlement that does not answer fails the pass and leaves
- * ledger_reconciliation_last_success_timestamp_seconds where it was, which the staleness alert watches.
+ * The operator route's reconciliation every RECONCILE_INTERVAL_MS on each replica, for the alerts' gauges. A chain or
+ * settlement that does not answer fails the pass, leaving the last-success gauge that the staleness alert watches.
  */
 export function reconciliationWatch(ctx: LedgerContext, deps: LedgerDeps): PollingLoop {
   const intervalMs = deps.config.reconcileIntervalMs;

@@ -179,9 +179,8 @@ function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amoun
 }
 
 /**
- * Books a refund of `amountMicro` on a locked transaction and asks settlement to send it (refund.initiated). Split
- * like the payment (splitRefund), out of the holds while held, else out of seller_available and platform_revenue;
- * either way the seller must still have the money with Paygate (checkSellerCanPay).
+ * Books a refund on a locked transaction and asks settlement to send it (refund.initiated); the seller must still
+ * have the money with Paygate (checkSellerCanPay).
  */
 export async function bookRefund(
   trx: LedgerTrx,

@@ -37,10 +37,7 @@ export const REFUND_RATE_LIMIT_ERROR =
 
 export const sellerOf = (req: { seller?: { sellerId: string } }) => req.seller!.sellerId;
 
-/**
- * A seller's write, run at most once per Idempotency-Key and answered as stored; with `retryConflicts` a
- * transaction Postgres aborts for a deadlock (a refund against a release or a booking) runs again, not a 500.
- */
+/** A seller's write, at most once per Idempotency-Key; `retryConflicts`: a deadlock runs it again, not a 500. */
 export async function sendSellerWrite(
   ctx: LedgerContext,
   req: { seller?: { sellerId: string } },

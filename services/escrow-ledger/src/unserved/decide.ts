@@ -214,9 +214,8 @@ async function bookUnservedRefund(
 }
 
 /**
- * Sends a payer's (or every due payer's) booked unserved refunds as one escrow transfer once they reach
- * UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS: a refund of kind unserved_batch, whose
- * refund.completed completes the refunds it carries. Returns the batches made.
+ * Sends a payer's (or every due payer's) unserved refunds as one escrow transfer once they reach
+ * UNSERVED_REFUND_THRESHOLD or the oldest waited UNSERVED_REFUND_MAX_AGE_MS; returns the batches made.
  */
 export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: string): Promise<number> {
   const now = deps.now();
