@@ -27,9 +27,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     PAYMENT_BATCH_SIZE: int({ default: 200, min: 1, max: 1000 }),
     PAYMENT_CONCURRENCY: int({ default: 2, min: 1, max: 16 }),
     REFUND_REQUESTS_PER_MINUTE: int({ default: 10, min: 1 }),
-    // The smallest refund unless it is all that remains: every refund is an escrow transfer (gas, and a place on the
-    // escrow's one nonce ahead of payouts). 0.01 USDC, like X402_MIN_AMOUNT: a USDC transfer costs about 0.002 USD
-    // of gas on Base; below this a refund costs Paygate more to send than it gives back.
+    // The smallest refund unless it is all that remains: each is an escrow transfer (gas, a place on the escrow's
+    // one nonce); 0.01 USDC, like X402_MIN_AMOUNT: below it a refund costs more to send than it gives back.
     REFUND_MIN_AMOUNT: str({ default: '0.01' }),
     // Partial refunds per transaction; after them only all that remains, so at most this + 1 escrow transfers.
     REFUND_MAX_PARTIAL_PER_TRANSACTION: int({ default: 10, min: 1, max: 1000 }),
@@ -38,10 +37,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     CHAIN_CHECK_INTERVAL_MS: int({ default: 2_000, min: 1 }),
     // Receipts read per pass at most; the least recently checked first, so all are checked within awaiting/this.
     CHAIN_CHECK_BATCH_SIZE: int({ default: 100, min: 1, max: 1000 }),
-    // A payment whose transfer the chain has not confirmed stays held (so never paid out); one still unconfirmed
-    // this long after booking is reported (ledger_transfers_unconfirmed_overdue, an error log). 0: never held back
-    // (tests without a chain; the check still reverses), refused in production, where it would pay out money the
-    // chain may not hold.
+    // A payment whose transfer the chain has not confirmed stays held (never paid out), reported this long after
+    // booking. 0: never held back (tests without a chain), refused in production: it would pay out unheld money.
     CHAIN_CONFIRM_TIMEOUT_MS: int({ default: 600_000, min: common.production ? 1 : 0 }),
     // How often each replica reconciles for the alerts' gauges (a pass sums every posting); 0: only when asked.
     RECONCILE_INTERVAL_MS: int({ default: 300_000, min: 0 }),

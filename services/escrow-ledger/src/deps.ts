@@ -13,8 +13,6 @@ export interface LedgerDeps {
   metrics: LedgerMetrics;
 }
 
-/** The runtime's context typed by the ledger's tables. */
 export type LedgerContext = ServiceContext<LedgerDatabase>;
 
-/** An event as a consumer's handler receives it, its data typed by its subject. */
 export type TypedEnvelope<S extends Subject> = EventEnvelope<S, EventData<S>>;

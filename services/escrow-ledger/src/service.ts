@@ -139,7 +139,6 @@ function consumerOf(d: LedgerDeps) {
     });
 }
 
-/** The events the ledger books, each on its declared durable consumer. */
 function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
   const consumer = consumerOf(d);
   return [

@@ -36,7 +36,6 @@ export interface ClaimOutcomeRow extends ClaimRow {
   live: boolean;
 }
 
-/** What claim_and_book found and did for one request: its claim as found, and its payment's booking if one ran. */
 export interface ClaimedAndBooked {
   held: ClaimOutcomeRow;
   booking?: ClaimedBooking;

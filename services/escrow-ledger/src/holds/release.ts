@@ -65,9 +65,8 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
         }),
       );
     }
-    // Last, in one statement: every paid call's booking credits platform_held, so the batch holds that row (and its
-    // sellers' held rows) only from here to the commit, not across a round trip per hold. post_entries creates any
-    // missing account first, in its global order, and nothing before it here locks a balance row.
+    // Last, in one statement: every booking credits platform_held, so the batch holds that row only from here to the
+    // commit. post_entries creates missing accounts first, in its global order; nothing before it locks a balance.
     await postEntries(
       trx,
       released.map(({ hold, sellerMicro, platformMicro }) => ({
@@ -153,7 +152,6 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
     return released;
   }
 
-  /** Releases due holds in batches until none is left, the per-pass bound is reached or the loop stops. */
   private async releaseBatches(): Promise<{ released: number; more: boolean }> {
     let total = 0;
     const batchSize = this.deps.config.releaseBatchSize;
@@ -165,7 +163,6 @@ export class ReleaseScheduler extends PolledTask implements BackgroundTask {
     return { released: total, more: !this.loop.isStopped };
   }
 
-  /** The gauge of the oldest due holds, and an error log when a confirmed one waited past RELEASE_BOUND_MS. */
   private async reportDue(): Promise<void> {
     const ages = await dueHoldAges(this.ctx, this.deps);
     this.deps.metrics.holdsDueOldest.set({ waiting: 'release' }, ages.releaseSeconds);

@@ -4,7 +4,6 @@ import { Type } from '@sinclair/typebox';
 
 /** The 401 every seller route documents (SellerAuth's codes). */
 export const SELLER_ERRORS = { '401': 'missing_key | invalid_api_key | unknown_api_key: no valid sk_… key' };
-/** The 401 every operator route documents. */
 export const OPERATOR_ERRORS = { '401': 'unauthorized: operator token required' };
 
 export { Nullable, StringEnum } from '@paygate/contracts';

@@ -4,7 +4,7 @@ import type { AccountKind, LedgerDb, LedgerTrx } from '../db';
 interface EntryLine {
   kind: AccountKind;
   /** The seller id for per-seller accounts; empty for the single platform-wide ones. */
-  owner?: string;
+  owner: string;
   side: 'debit' | 'credit';
   amountMicro: bigint;
 }
@@ -25,11 +25,10 @@ interface EntryInput {
   memo?: Record<string, unknown>;
 }
 
-/** An entry's lines as the database functions read them, refusing a negative amount. */
 function linesOf(input: EntryInput) {
   return input.lines.map((l) => {
     if (l.amountMicro < 0n) throw new RangeError(`negative line amount in ${input.idempotencyKey}`);
-    return { kind: l.kind, owner: l.owner ?? '', side: l.side, amount: l.amountMicro.toString() };
+    return { kind: l.kind, owner: l.owner, side: l.side, amount: l.amountMicro.toString() };
   });
 }
 

@@ -27,14 +27,12 @@ export async function bookPayments(trx: LedgerTrx, payments: object[], now: Date
 /** A claim's payment as book_payments reads it: the request's payment with the claim's transfer, payer and amount. */
 export interface ClaimedPayment {
   request: ClaimRequest;
-  payment: PaymentToBookWire;
+  payment: NonNullable<ClaimRequest['payment']>;
 }
-type PaymentToBookWire = NonNullable<ClaimRequest['payment']>;
 
 /**
- * A paid call's payment (x402) is not released before `callOutcomeWindowMs` after its claim, whatever its hold
- * period: the claim comes before the call is forwarded, and the gateway's payment.call_failed must reach the ledger
- * before the seller's share can be paid out, or a payout could take it and leave the refund without the money.
+ * A paid call's (x402) payment is not released before `callOutcomeWindowMs` after its claim, whatever its hold
+ * period: the gateway's payment.call_failed must reach the ledger before a payout could take the seller's share.
  */
 export function paymentToBook(
   { request, payment }: ClaimedPayment,
@@ -115,7 +113,6 @@ export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   );
 }
 
-/** A reversed payment as the re-booking reads it: the facts of its transaction row. */
 type ReversedPayment = Pick<
   LedgerDatabase['transactions'],
   | 'id'
@@ -134,10 +131,9 @@ type ReversedPayment = Pick<
 >;
 
 /**
- * A payment reversed because its transfer left the chain, whose very transaction is on the chain again (the
- * relayer resent the same bytes, or a reorg mined it again) and booked unclaimed, claims it again as a new
- * transaction at its current log index. Matched by chain, hash, payer and amount, so it is the same money; a payment
- * is live at most once. Reversed by a reorg, only a gateway (x402) payment: checkout re-matches its session itself.
+ * A payment reversed because its transfer left the chain, whose very transaction is booked unclaimed on the chain
+ * again (resent, or mined again), claims it again as a new transaction, matched by payer and amount; a payment is
+ * live at most once. Reversed by a reorg, only a gateway (x402) payment: checkout re-matches its session itself.
  */
 export async function rebookReversedPayments(
   trx: LedgerTrx,

@@ -51,9 +51,8 @@ export async function onTransferObserved(
     at: deps.now(),
   });
   if (booked) {
-    // The same transaction mined again at another log index (resent after a reorg dropped it): an unmatched
-    // transfer refunded before the reorg pays its payer's debt and stays refunded; a payment reversed as not on
-    // chain (or a gateway payment reversed by the reorg) claims it again.
+    // The same transaction mined again at another log index (resent after a reorg): it pays a refunded payer's
+    // debt, or a payment reversed as not on chain (or a reorged gateway payment) claims it again.
     await settleRefundReceivables(trx, deps, d.chainId, txHash);
     await rebookReversedPayments(trx, deps, d.chainId, txHash);
     return;

@@ -130,9 +130,8 @@ export async function reverseTransfer(
   if (transfer.claimed_by_transaction_id) await reverseClaimingTransaction(trx, deps, transfer, cause, now);
   // Reversing the claiming transaction put all of the transfer back into suspense.
   let stillInSuspense = transfer.amount_micro;
-  // A refunded unmatched transfer: the refund cannot be taken back and the money never arrived, so the whole
-  // transfer leaves escrow_asset against what its payer owes (refund_receivable), or the ledger would stay above
-  // the chain by it (not when escrow_asset holds less: refundReceivableOnReorg).
+  // A refunded unmatched transfer: the refund cannot be taken back and the money never arrived, so the transfer
+  // leaves escrow_asset against what its payer owes (refund_receivable), or the ledger would stay above the chain.
   const owed = transfer.refund_id
     ? await refundReceivableOnReorg(trx, deps, transfer, transfer.refund_id)
     : null;
@@ -205,9 +204,8 @@ async function reverseClaimingTransaction(
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;
   const platformPart = txn.platform_share_micro - txn.refunded_platform_micro;
   const held = txn.escrow_status === 'held';
-  // What was refunded left escrow (or will) although the payment's money never arrived: the whole transfer is
-  // reversed out of escrow_asset, and the seller owes the refunded part (seller_available may go negative).
-  // Reversing only the unrefunded part would leave escrow_asset above the chain by the refund.
+  // What was refunded left escrow (or will) though the money never arrived: the whole transfer is reversed, or
+  // escrow_asset would stay above the chain by the refund; the seller owes the refunded part.
   const refundedOnChain = txn.refunded_micro;
   await postEntry(trx, {
     idempotencyKey: `reversal:${txn.id}`,

@@ -25,7 +25,6 @@ export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perI
 /** The ledger's lock space for one transfer's events (lockTransferEvents): observed and reorged never interleave. */
 export const TRANSFER_LOCK_SCOPE = 'ledger-transfer';
 
-/** The columns of a TransferRow, for the statements that lock one. */
 export const TRANSFER_ROW_COLUMNS = sql`chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by,
   claimed_by_transaction_id, inclusion, block_hash, refund_id`;
 

@@ -41,10 +41,7 @@ async function bookedDepositTransfers(db: LedgerDb, config: EscrowLedgerConfig):
 }
 
 /** The USDC balance on chain of every escrow wallet together, in micro-USDC (bounded by the RPC timeout). */
-async function chainEscrowBalance(
-  config: EscrowLedgerConfig,
-  depositAddresses: string[] = [],
-): Promise<bigint> {
+async function chainEscrowBalance(config: EscrowLedgerConfig, depositAddresses: string[]): Promise<bigint> {
   const provider = makeProvider(config.rpcUrl, { timeoutMs: config.rpcTimeoutMs, chainId: config.chainId });
   try {
     const usdc = new Contract(config.usdcAddress, usdcAbi, provider);
@@ -113,7 +110,6 @@ async function accountTotals(db: LedgerDb) {
   return { accounts, debits, credits, ledger };
 }
 
-/** The escrow_asset account against the chain, and the trial balance. */
 function totalsDifferences(
   onChain: bigint,
   totals: Awaited<ReturnType<typeof accountTotals>>,
@@ -130,7 +126,6 @@ function totalsDifferences(
   return differences;
 }
 
-/** Every account whose running balance differs from the sum of its postings. */
 async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDifference[]> {
   const drift = await db
     .selectFrom('account_balance_drift')

@@ -146,7 +146,6 @@ export function refundEntryLines(sellerId: string, split: RefundSplit) {
   ];
 }
 
-/** Adds the refund to the transaction's refunded totals and inserts the pending refund row. */
 async function recordRefund(
   trx: LedgerTrx,
   txn: TransactionForRefund,

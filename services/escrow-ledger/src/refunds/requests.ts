@@ -156,7 +156,6 @@ function getRefundRequestRoute({ ctx, sellerIfKeyed }: RefundRequestRouteKit): A
   });
 }
 
-// Books the refund: all that remains unless `amount` says less.
 function approveRefundRequestRoute({ ctx, deps, seller, refundRateLimit }: RefundRequestRouteKit): AnyRoute {
   return defineRoute({
     method: 'post',
@@ -189,7 +188,6 @@ function approveRefundRequestRoute({ ctx, deps, seller, refundRateLimit }: Refun
     handler: async (req, res) => {
       const body = req.body ?? {};
       const amountMicro = usdcField('amount', body.amount);
-      // Books a refund: a deadlock with a hold release or a payment booking runs it again.
       await sendSellerWrite(
         ctx,
         req,

@@ -34,7 +34,6 @@ export function refundRoutes(ctx: LedgerContext, deps: LedgerDeps, auth: SellerA
   ];
 }
 
-// Seller refund: instant from the hold while in escrow, else debited from the seller's balance.
 function createRefundRoute(parts: RefundRouteContext): AnyRoute {
   const { ctx, deps, seller } = parts;
   const { refundMinAmountMicro, refundMaxPartialPerTransaction, refundsPerMinute } = deps.config;

@@ -82,7 +82,6 @@ export async function findRequestedTransaction(
   return rows[0];
 }
 
-/** findRequestedTransaction, then the row locked for the request's checks and insert. */
 export async function findTransactionForUpdate(
   trx: LedgerTrx,
   deps: LedgerDeps,

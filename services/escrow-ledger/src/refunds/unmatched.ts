@@ -22,9 +22,8 @@ type UnmatchedRefundRefusal =
 
 /**
  * An operator sent an unmatched transfer back (checkout's `transfer.refund_requested`): D suspense / C
- * refund_pending and `refund.initiated` (kind `unmatched_transfer`), to the payer and amount on the books. Refused
- * as a `refund_refused` conflict when a payment claimed it (a seller's money now), it was reorged away, or the
- * payer or amount differ. Already refunded: nothing. Not booked yet: throws (redelivered, then dead-lettered).
+ * refund_pending and `refund.initiated`, to the payer and amount on the books; else a `refund_refused` conflict
+ * (refusalOf). Already refunded: nothing. Not booked yet: throws (redelivered, then dead-lettered).
  */
 export async function onTransferRefundRequested(
   trx: LedgerTrx,
@@ -97,7 +96,6 @@ async function recordRefusal(
   });
 }
 
-/** Books the money into refund_pending, records the refund, marks the transfer refunded, then refund.initiated. */
 async function bookUnmatchedRefund(
   trx: LedgerTrx,
   deps: LedgerDeps,

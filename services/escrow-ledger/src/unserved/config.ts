@@ -10,9 +10,8 @@ export function unservedRefundConfig(env: NodeJS.ProcessEnv) {
     // Below the threshold they are sent anyway once the oldest waited this long (one such transfer per payer per period).
     UNSERVED_REFUND_MAX_AGE_MS: int({ default: 86_400_000, min: 1 }),
     UNSERVED_SWEEP_INTERVAL_MS: int({ default: 5_000, min: 1 }),
-    // A paid call's payment is released no sooner than this after its claim (paymentToBook), so the gateway's report
-    // of a failed call arrives while the seller's share is still held: the gateway's UPSTREAM_TIMEOUT_MS default
-    // (10 s), and the rest for its outbox through a short NATS outage.
+    // A paid call's payment is released no sooner than this after its claim, so the gateway's report of a failure
+    // arrives while the seller's share is held: its UPSTREAM_TIMEOUT_MS (10 s) and a short NATS outage.
     CALL_OUTCOME_WINDOW_MS: int({ default: 30_000, min: 0 }),
   });
   return {

@@ -9,9 +9,8 @@ import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
 import { bookRefund, type TransactionForRefund } from '../refunds/book';
 
-// A paid call is unserved when its seller failed it (payment.call_failed: 5xx, timeout, no connection, no valid
-// URL) and its retry window closed with no attempt served (payment.call_unserved). An answer below 500 is service:
-// a 4xx is never refunded here. It is refunded in full, without the seller's approval, once (a row per payment).
+// A paid call is unserved when its seller failed it (5xx, timeout, no connection, no valid URL) and its retry window
+// closed with none served; a 4xx is service. It is refunded in full, without the seller's approval, once.
 
 /** A closed call whose failure or payment the ledger has not heard of this long after is given up. */
 const GIVE_UP_AFTER_MS = 60 * 60_000;
@@ -48,7 +47,6 @@ export async function onPaymentCallUnserved(
   if (payer) await sendDueRefunds(trx, deps, payer);
 }
 
-/** Sets what was decided (or tried) on one unserved call. */
 function updateCall(trx: LedgerTrx, paymentId: string, set: Updateable<LedgerDatabase['unserved_calls']>) {
   return trx.updateTable('unserved_calls').set(set).where('payment_id', '=', paymentId).execute();
 }
@@ -133,7 +131,6 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
   return { kind: 'refund', txn, amountMicro };
 }
 
-/** How the seller failed the call, by its latest failed attempt. */
 function latestFailure(trx: LedgerTrx, paymentId: string) {
   return (
     trx

@@ -140,7 +140,6 @@ async function transactionHistory(db: LedgerDb, row: TransactionRow) {
   return history;
 }
 
-/** One transaction with its history, its refunds and its call's outcome. */
 async function transactionDetail(db: LedgerDb, row: TransactionRow, now: () => Date) {
   const history = await transactionHistory(db, row);
   const refunds = await db
