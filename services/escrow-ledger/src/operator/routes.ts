@@ -1,6 +1,5 @@
 import { type AnyRoute, defineRoute, HttpError, notFound, operatorAuth } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
-import type { LedgerDatabase } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { OPERATOR_ERRORS, usdcField } from '../http/schemas';
 import { accountBalance } from '../ledger/entries';
@@ -169,7 +168,7 @@ function listUnmatchedRefundsRoute({ db, operator }: OperatorRouteKit): AnyRoute
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .limit(200);
-      if (status !== 'all') query = query.where('status', '=', status as LedgerDatabase['refunds']['status']);
+      if (status !== 'all') query = query.where('status', '=', status);
       const rows = await query.execute();
       res.json({
         data: rows.map((r) => ({
@@ -218,8 +217,7 @@ function listRefundReceivablesRoute({ db, operator }: OperatorRouteKit): AnyRout
         .orderBy('log_index')
         .orderBy('inclusion')
         .limit(200);
-      if (status !== 'all')
-        query = query.where('status', '=', status as LedgerDatabase['refund_receivables']['status']);
+      if (status !== 'all') query = query.where('status', '=', status);
       const [rows, owed] = await Promise.all([
         query.execute(),
         db

@@ -46,8 +46,6 @@ export function requestView(row: RefundRequestRow) {
   };
 }
 
-export type RefundRequestView = ReturnType<typeof requestView>;
-
 const nothingRefundable = () =>
   new HttpError(409, LedgerReason.NothingRefundable, 'this transaction has nothing left to refund');
 
@@ -79,7 +77,7 @@ export async function fileRefundRequest(
   target: RefundTarget,
   body: { reason: string; signature: string },
   signer: string,
-): Promise<{ view: RefundRequestView; replayed: boolean }> {
+) {
   const txn = await findTransactionForUpdate(trx, deps, target);
   if (signer.toLowerCase() !== txn.payer.toLowerCase()) {
     throw new HttpError(

@@ -19,6 +19,7 @@ export const DECIDE_BATCH = 100;
 const BATCH_MEMBERS = 500;
 
 type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' | 'recorded_at'>;
+type PaidTransaction = TransactionForRefund & Row<'transactions', 'tx_hash' | 'payment_id'>;
 
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
@@ -54,11 +55,7 @@ function updateCall(trx: LedgerTrx, paymentId: string, set: Updateable<LedgerDat
 type Decision =
   | { kind: 'wait' }
   | { kind: 'final'; status: 'served' | 'not_refundable'; decision: UnservedDecision }
-  | {
-      kind: 'refund';
-      txn: TransactionForRefund & { tx_hash: string; payment_id: string };
-      amountMicro: bigint;
-    };
+  | { kind: 'refund'; txn: PaidTransaction; amountMicro: bigint };
 
 /**
  * Decides one closed call under its row's lock: refunds it (returns its payer), marks it served or not refundable,
@@ -111,9 +108,7 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
       ? { kind: 'final', status: 'not_refundable', decision: UnservedDecision.NoSellerFailure }
       : { kind: 'wait' };
   }
-  const found = await sql<
-    TransactionForRefund & Row<'transactions', 'tx_hash' | 'payment_id'>
-  >`select id, seller_id,
+  const found = await sql<PaidTransaction>`select id, seller_id,
         payer, chain_id, amount_micro, seller_share_micro, refunded_micro, refunded_seller_micro, escrow_status,
         tx_hash, payment_id
       from transactions where payment_id = ${row.payment_id} and escrow_status <> 'reversed'
