@@ -4,6 +4,7 @@ export type LedgerMetrics = ReturnType<typeof createLedgerMetrics>;
 
 export function createLedgerMetrics(metrics: ServiceMetrics) {
   const registers = [metrics.registry];
+  const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
   return {
     conflicts: new Counter({
       name: 'ledger_payment_conflicts_total',
@@ -11,11 +12,10 @@ export function createLedgerMetrics(metrics: ServiceMetrics) {
       labelNames: ['kind'] as const,
       registers,
     }),
-    reconciliationDifferences: new Gauge({
-      name: 'ledger_reconciliation_differences',
-      help: 'Differences found by the last reconciliation (escrow account vs chain, trial balance, drift); 0 = reconciled',
-      registers,
-    }),
+    reconciliationDifferences: gauge(
+      'ledger_reconciliation_differences',
+      'Differences found by the last reconciliation (escrow account vs chain, trial balance, drift); 0 = reconciled',
+    ),
     holdsReleased: new Counter({ name: 'ledger_holds_released_total', help: 'Holds released', registers }),
     holdsDueOldest: new Gauge({
       name: 'ledger_holds_due_oldest_seconds',
@@ -29,43 +29,36 @@ export function createLedgerMetrics(metrics: ServiceMetrics) {
       labelNames: ['phase'] as const,
       registers,
     }),
-    unconfirmedOverdue: new Gauge({
-      name: 'ledger_transfers_unconfirmed_overdue',
-      help: 'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
-      registers,
-    }),
+    unconfirmedOverdue: gauge(
+      'ledger_transfers_unconfirmed_overdue',
+      'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
+    ),
     // Set by each reconciliation (the periodic one and the operator's): what the alerts and the dashboard read.
     reconciliation: {
-      lastSuccess: new Gauge({
-        name: 'ledger_reconciliation_last_success_timestamp_seconds',
-        help: 'When the last reconciliation that could read the chain finished (Unix time)',
-        registers,
-      }),
-      escrowChainBalance: new Gauge({
-        name: 'ledger_escrow_chain_balance_micro_usdc',
-        help: 'USDC on chain in the escrow wallets (and session deposit addresses) at the last reconciliation',
-        registers,
-      }),
-      escrowLedgerBalance: new Gauge({
-        name: 'ledger_escrow_ledger_balance_micro_usdc',
-        help: 'The escrow_asset account (what the ledger says the escrow wallets hold) at the last reconciliation',
-        registers,
-      }),
-      sellersOwed: new Gauge({
-        name: 'ledger_sellers_owed_micro_usdc',
-        help: 'What sellers owe (available balances below zero, refunds beyond what was available) at the last reconciliation',
-        registers,
-      }),
-      sellersUncovered: new Gauge({
-        name: 'ledger_sellers_uncovered_micro_usdc',
-        help: "Seller debts no money of theirs covers (held + available below zero), paid with other sellers' escrow",
-        registers,
-      }),
-      payersOwed: new Gauge({
-        name: 'ledger_payers_owed_micro_usdc',
-        help: 'What payers owe back (refunds of unmatched transfers a reorg then dropped) at the last reconciliation',
-        registers,
-      }),
+      lastSuccess: gauge(
+        'ledger_reconciliation_last_success_timestamp_seconds',
+        'When the last reconciliation that could read the chain finished (Unix time)',
+      ),
+      escrowChainBalance: gauge(
+        'ledger_escrow_chain_balance_micro_usdc',
+        'USDC on chain in the escrow wallets (and session deposit addresses) at the last reconciliation',
+      ),
+      escrowLedgerBalance: gauge(
+        'ledger_escrow_ledger_balance_micro_usdc',
+        'The escrow_asset account (what the ledger says the escrow wallets hold) at the last reconciliation',
+      ),
+      sellersOwed: gauge(
+        'ledger_sellers_owed_micro_usdc',
+        'What sellers owe (available balances below zero, refunds beyond what was available) at the last reconciliation',
+      ),
+      sellersUncovered: gauge(
+        'ledger_sellers_uncovered_micro_usdc',
+        "Seller debts no money of theirs covers (held + available below zero), paid with other sellers' escrow",
+      ),
+      payersOwed: gauge(
+        'ledger_payers_owed_micro_usdc',
+        'What payers owe back (refunds of unmatched transfers a reorg then dropped) at the last reconciliation',
+      ),
     },
   };
 }
