@@ -107,10 +107,7 @@ function anvilProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   return makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
 }
 
-/**
- * A started anvil. With `logPath` its output goes to that file and it is unref'd: the worker's shared anvil, which
- * no test file's pipe may tie and no worker may wait for.
- */
+/** A started anvil; with `logPath` (the worker's shared one) it logs there, unref'd: nothing waits for it. */
 function spawnAnvil(args: string[], listeningLine: string, logPath?: string) {
   const logFd = logPath === undefined ? 'pipe' : openSync(logPath, 'w');
   const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', logFd, logFd] });
@@ -218,10 +215,8 @@ async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promi
 
 // ---------------------------------------------------------------- the worker's shared anvil
 //
-// One anvil per jest worker, leased to its suites one after another reset to genesis (a new anvil's view without a
-// process start). The lease lives in a file named after the worker's pid because jest gives every test file its own
-// module registry; a lease never released (a crash) or held makes a suite start its own. PAYGATE_SHARED_ANVIL=0
-// turns sharing off.
+// One anvil per jest worker, leased to its suites in turn reset to genesis; the lease is a file named by the
+// worker's pid (each test file has its own module registry). PAYGATE_SHARED_ANVIL=0 turns sharing off.
 
 /** Deployer nonces one lease leaves to the next: more transactions than any suite's deployer sends. */
 const DEPLOYER_NONCE_STRIDE = 1_000_000n;
@@ -273,8 +268,7 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
     await provider.send('evm_setIntervalMining', [0]);
     await provider.send('evm_setAutomine', [true]);
     const genesisSnapshot = (await provider.send('evm_snapshot', [])) as string;
-    // EIP-3009 validity judges by the latest block's time: one empty block stamped now (evm_increaseTime may
-    // outlive a revert).
+    // EIP-3009 reads the latest block's time: one block stamped now (evm_increaseTime outlives a revert).
     await provider.send('evm_setTime', [Math.floor(Date.now() / 1000)]);
     await provider.send('evm_mine', []);
     const latest = await provider.getBlock('latest');
@@ -361,10 +355,7 @@ export function deploySmartWallet(deployer: Signer, owner: string): Promise<stri
   return deployContract('TestSmartWallet', deployer, owner);
 }
 
-/**
- * Deploys a TestFreeGasWallet owned by `owner`: an ERC-1271 wallet that approves its owner's signatures only at gas
- * price 0 (a simulation), or at any while `acceptsPaidGas` is on. Every deployment has one code hash.
- */
+/** A TestFreeGasWallet of `owner`: ERC-1271, valid only at gas price 0 unless `acceptsPaidGas`. */
 export function deployFreeGasWallet(deployer: Signer, owner: string, paidGasToo = false): Promise<string> {
   return deployContract('TestFreeGasWallet', deployer, owner, paidGasToo);
 }
@@ -380,10 +371,7 @@ export async function setAcceptsPaidGas(
   return contract.getFunction('setAcceptsPaidGas')(value, overrides) as Promise<ContractTransactionResponse>;
 }
 
-/**
- * The receipt of a sent transaction once its block is readable; throws when it reverted. Not ethers' `wait()`:
- * automine answers the send before its block can be read, and `wait()` looking then waits for a next block forever.
- */
+/** The receipt once its block is readable (throws if reverted); under automine ethers' `wait()` can hang. */
 export async function minedReceipt(
   tx: { hash: string; provider: Provider },
   timeoutMs = 30_000,

@@ -22,10 +22,7 @@ interface DocumentedOperation {
   operation: any;
 }
 
-/**
- * Every `METHOD path` the app routes (express 5 router, `:id` written `{id}` as in OpenAPI) that an OpenAPI document
- * describes: all but startService's /healthz, /readyz and /metrics.
- */
+/** Every `METHOD path` the app routes (`:id` as `{id}`) but startService's /healthz, /readyz and /metrics. */
 export function servedApiOperations(app: Express): string[] {
   const stack = (app as unknown as { router: { stack: any[] } }).router.stack;
   return stack

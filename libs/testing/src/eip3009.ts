@@ -39,10 +39,7 @@ export async function signTransferAuthorization(
   return { authorization, signature };
 }
 
-/**
- * Submits a signed authorization to the token itself, from `submitter` (someone other than the relayer, who pays the
- * gas): the transfer is on chain before Paygate sees the authorization. Answers the sent transaction.
- */
+/** Submits the authorization from `submitter`, not the relayer: on chain before Paygate sees it. */
 export async function submitTransferAuthorization(
   submitter: Signer,
   usdcAddress: string,

@@ -90,8 +90,7 @@ export async function createTestEnvironment(
         EVENT_NAMESPACE: namespace,
         PORT: '0',
         LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-        // Several workers of up to seven services share one Postgres of 100 connections: small pools, idle ones
-        // returned soon, about 20 s of startup patience for a shortage of slots, and a burst's wait not a 503.
+        // Workers of up to seven services share 100 Postgres connections: small pools, patient startup.
         STARTUP_ATTEMPTS: '8',
         DB_POOL_SIZE: '4',
         DB_IDLE_TIMEOUT_MS: '5000',
@@ -236,10 +235,7 @@ export async function waitForConsumerIdle(bus: Bus, durable: string): Promise<vo
   );
 }
 
-/**
- * Another transaction holds `table` (access exclusive) until `release()`: every read of it waits meanwhile, so a
- * test can let an event be consumed while a cache's read is in flight. Resolves once the lock is held.
- */
+/** Holds `table` access exclusive until `release()` (every read waits: a cache's read stays in flight). */
 export async function holdTableLock<DB>(
   db: Kysely<DB>,
   table: string,

@@ -40,10 +40,7 @@ export function ephemeralRangeStart(): number {
 
 const RESTARTABLE_PORT_ATTEMPTS = 200;
 
-/**
- * A free port for a server killed and started again on it: below the ephemeral range, where no outgoing connection
- * takes it meanwhile, and leased (a file) from every other test process until this one exits.
- */
+/** A leased port for a server restarted on it, below the ephemeral range: no outgoing connection takes it. */
 export async function findRestartablePort(): Promise<number> {
   const high = Math.min(FIXED_PORT_BLOCKS_START, ephemeralRangeStart()) - 1;
   const low = RESTARTABLE_PORTS_START;

@@ -30,10 +30,7 @@ export function spawnTsProcess(entry: string, env: NodeJS.ProcessEnv): ServicePr
   return spawnNodeProcess(['--import', 'tsx', path.resolve(REPO_ROOT, entry)], env);
 }
 
-/**
- * A service's main.ts under tsx as its own process, once `/readyz` answers on `port` (else fails with its output).
- * `nodeArgs` go before the entry (NODE_OPTIONS refuses some).
- */
+/** A service's main.ts under tsx, once `/readyz` answers; `nodeArgs`: those NODE_OPTIONS refuses. */
 export async function startServiceProcess(
   service: string,
   port: number,

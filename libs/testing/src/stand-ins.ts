@@ -18,10 +18,7 @@ export function serveSellersForTests(bus: Bus, sellers: Record<string, SellerIde
   );
 }
 
-/**
- * Answers the registry's forwarding-key RPC from a fixed table of sellerId → forwarding key (derive it with
- * `forwardingKeyFromApiKey` of @paygate/agent-client); sellers not in it have none (the gateway signs ES256).
- */
+/** The registry's forwarding-key RPC by sellerId (keys: `forwardingKeyFromApiKey`); others have none. */
 export function serveForwardingKeysForTests(
   bus: Bus,
   keys: Record<string, Buffer | { key: Buffer; previous: Buffer; previousExpiresAt: Date }>,
@@ -57,10 +54,7 @@ type HeldClaim = RpcRequest<'ledger.claim_transfer'> & {
 /** A payment the in-memory ledger booked with a claim: the claim's request (transfer, payer, amount, payment). */
 type BookedClaimPayment = HeldClaim & { payment: NonNullable<HeldClaim['payment']> };
 
-/**
- * Answers `ledger.claim_transfer` from memory with the contract's rule, for suites without escrow-ledger (which
- * tests the real claims). `payments` lists what was booked, in order (the real ledger's payment.confirmed).
- */
+/** `ledger.claim_transfer` from memory by the contract's rule, without escrow-ledger; `payments` in order. */
 export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   claims: Map<string, HeldClaim>;
   payments: BookedClaimPayment[];
@@ -98,10 +92,7 @@ export async function serveTransferClaimsForTests(bus: Bus): Promise<{
   };
 }
 
-/**
- * The contract's answer to one claim: the first path + reference holds the transfer, the same pair again gets its
- * payment, an operator refund of the underpaid session holding it takes it over, any other is refused.
- */
+/** The first path + reference holds the transfer, the same again gets its payment, a refund may take over. */
 function answerClaim(
   claims: Map<string, HeldClaim>,
   payments: BookedClaimPayment[],

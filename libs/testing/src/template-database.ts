@@ -1,7 +1,4 @@
-/**
- * A migrated template each suite clones (about 50 ms against 1.5 s to migrate), named after a hash of every
- * migration so a stale one is never cloned.
- */
+/** A migrated template each suite clones (50 ms, not 1.5 s), named by its migrations' hash: never stale. */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -123,10 +120,7 @@ async function migrateService(databaseUrl: string, service: ServiceMigrations): 
   }
 }
 
-/**
- * The name of a template of the current migrations, built when missing. Concurrent builders race harmlessly: each
- * builds under its own name and renames; the loser drops its copy.
- */
+/** The migrations' template, built when missing (each builder renames its own copy: races are harmless). */
 export async function ensureTemplateDatabase(adminUrl: string): Promise<string> {
   const services = serviceMigrations();
   const name = `paygate_template_${migrationsHash()}`;
@@ -150,19 +144,13 @@ export async function ensureTemplateDatabase(adminUrl: string): Promise<string> 
 /** Suite databases are named `t_<label>_<random>` (createTestEnvironment). */
 export const SUITE_DATABASE_PREFIX = 't_';
 
-/**
- * Closes a finished suite's database instead of dropping it: each DROP DATABASE is an immediate checkpoint, which
- * writes the other suites' pages whole to the WAL again. `dropRetiredSuiteDatabases` drops them after the run.
- */
+/** Closes a finished suite's database, not dropped: each DROP DATABASE is a checkpoint (pages to the WAL). */
 export async function retireSuiteDatabase(client: pg.Client, database: string): Promise<void> {
   await client.query(`alter database "${database}" with allow_connections false`);
   await client.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [database]);
 }
 
-/**
- * Drops the retired suite databases (or those of `names`), eight at a time: drops waiting together share one
- * checkpoint. A run beside this one keeps its databases, which are not retired.
- */
+/** Drops the retired suite databases (or `names`), eight at a time: waiting drops share one checkpoint. */
 export async function dropRetiredSuiteDatabases(
   adminUrl: string,
   options: { names?: readonly string[] } = {},

@@ -6,6 +6,7 @@ import {
   optionalAddress,
   parseEnv,
   productionGuards,
+  settingsByName,
 } from '@paygate/runtime';
 
 /** Chain settings (a transfer is published once it has `confirmations`) plus the indexer's own (README table). */
@@ -51,17 +52,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   return {
     ...common,
     ...chain,
-    pollIntervalMs: parsed.POLL_INTERVAL_MS,
-    maxRangeBlocks: parsed.MAX_RANGE_BLOCKS,
-    maxBlocksPerPass: parsed.MAX_BLOCKS_PER_PASS,
-    reorgWindowBlocks: parsed.REORG_WINDOW_BLOCKS,
-    deepReorgSearchBlocks: parsed.DEEP_REORG_SEARCH_BLOCKS,
-    startBlock: parsed.START_BLOCK,
-    leaderRetryMs: parsed.LEADER_RETRY_MS,
+    ...settingsByName(parsed),
     checkoutEscrowAddress,
     watchedAddresses,
-    maxWatchedDepositAddresses: parsed.MAX_WATCHED_DEPOSIT_ADDRESSES,
-    addressesPerLogQuery: parsed.ADDRESSES_PER_LOG_QUERY,
     depositBackfillBlocks: Math.max(parsed.DEPOSIT_BACKFILL_BLOCKS, parsed.REORG_WINDOW_BLOCKS),
     depositBackfillMaxBlocks: Math.max(parsed.DEPOSIT_BACKFILL_MAX_BLOCKS, parsed.DEPOSIT_BACKFILL_BLOCKS),
   };

@@ -57,10 +57,7 @@ export class DepositAddressBook {
     private readonly config: Pick<ChainIndexerConfig, 'maxWatchedDepositAddresses' | 'watchedAddresses'>,
   ) {}
 
-  /**
-   * The watched deposit addresses, or `'every-transfer'` past maxWatchedDepositAddresses. Never a capped subset:
-   * anyone could open sessions until a buyer's payment went unseen.
-   */
+  /** The watched addresses, or `'every-transfer'` past the cap (a capped subset would miss payments). */
   async watched(now: Date): Promise<string[] | 'every-transfer'> {
     const rows = await this.watchedAt(now)
       .limit(this.config.maxWatchedDepositAddresses + 1)

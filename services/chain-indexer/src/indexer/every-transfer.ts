@@ -17,10 +17,7 @@ type EveryTransferConfig = Pick<
   'usdcAddress' | 'watchedAddresses' | 'maxRangeBlocks' | 'addressesPerLogQuery'
 >;
 
-/**
- * Every USDC transfer of a range, kept when to a watched address. A single block the node refuses whole is read by
- * recipient instead: failing there would keep the indexer on that block for good.
- */
+/** Every USDC transfer of a range to a watched address; a block refused whole is read by recipient. */
 export class EveryTransferReader {
   constructor(
     private readonly provider: LogsProvider,
@@ -54,8 +51,7 @@ export class EveryTransferReader {
     };
     let spanBlocks = this.config.maxRangeBlocks;
     let start = from;
-    // Each query reads its range (start moves past it) or is refused (the span halves; a refused single block is
-    // read by recipient and passed): at most (to − from + 1) + log2(MAX_RANGE_BLOCKS) queries.
+    // A refused range halves, a refused block is read by recipient: ≤ blocks + log2(MAX_RANGE_BLOCKS) calls.
     while (start <= to) {
       const end = Math.min(to, start + spanBlocks - 1);
       try {
@@ -116,8 +112,7 @@ export class EveryTransferReader {
         maxRangeBlocks: 1,
       });
     } catch (error) {
-      // One recipient refused alone is past what eth_getLogs can split: the pass fails and is retried. Halving
-      // makes at most 2 × recipients − 1 queries.
+      // One recipient refused alone cannot be split: the pass fails and is retried (≤ 2n − 1 queries).
       if (recipients.length === 1 || !isRangeTooLargeError(error)) throw error;
       const half = Math.ceil(recipients.length / 2);
       const first = await this.transfersToInBlock(recipients.slice(0, half), block);

@@ -56,10 +56,7 @@ export async function canonicalAncestor(
   return undefined;
 }
 
-/**
- * Forgets everything above `rollbackTo`: published transfers get `transfer.reorged`, pending ones (never announced)
- * are deleted. Returns how many were reversed.
- */
+/** Above `rollbackTo`: published transfers get `transfer.reorged`, pending ones go; how many reversed. */
 export async function rollBackAbove(
   trx: Transaction<IndexerDatabase>,
   chain: TransferChain,

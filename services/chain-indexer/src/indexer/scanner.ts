@@ -43,10 +43,7 @@ interface HashedBlock {
   hash: string;
 }
 
-/**
- * A reorg rolled back, by reach: past CONFIRMATIONS reported transfers left the chain; `not_undone` when no known
- * block is canonical any more (reported transfers below `rolledBackTo` were not checked).
- */
+/** A reorg rolled back; `not_undone`: no known block is canonical (those below rolledBackTo unchecked). */
 export interface ReorgReport {
   depth: number;
   reach: 'within_confirmations' | 'past_confirmations' | 'past_window' | 'not_undone';
@@ -66,10 +63,7 @@ const REORG_ALARMS: Partial<Record<ReorgReport['reach'], string>> = {
 /** The chain reads one pass needs; an ethers provider satisfies it. */
 type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
-/**
- * One leader pass: roll back a reorg (publishing `transfer.reorged`), backfill new deposit addresses, store new
- * USDC transfers to watched addresses as pending, and publish `transfer.observed` once each is confirmed.
- */
+/** A leader pass: roll back a reorg, backfill deposit addresses, store new transfers, publish confirmed. */
 export class TransferScanner {
   private readonly deposits: DepositAddressBook;
   private readonly everyTransfer: EveryTransferReader;
@@ -137,8 +131,7 @@ export class TransferScanner {
     if (stored.length === 0) return { reorged: 0 };
     const newest = Number(stored[0]!.number);
     if (head < newest) {
-      // A head below a block this indexer already saw is a node lagging behind (a load-balanced RPC), not a
-      // reorg (a reorg replaces blocks, it does not take the chain back): nothing is rolled back on its word.
+      // A lagging node (load-balanced RPC), not a reorg (which replaces blocks): nothing is rolled back.
       throw new NodeBehindError(head, newest);
     }
     let ancestor = await canonicalAncestor(stored, head, this.provider);
@@ -146,8 +139,7 @@ export class TransferScanner {
     let lowestKnown = Number(stored[stored.length - 1]!.number);
     let reach: ReorgReport['reach'] | undefined;
     if (ancestor === undefined) {
-      // Deeper than the window: the ancestor is looked for among older known blocks, so the reported transfers
-      // below the window that left the chain are reversed too.
+      // Deeper than the window: older known blocks, so reported transfers below it are reversed too.
       const older = await olderKnownBlocks(
         this.db,
         this.chainId,
@@ -198,14 +190,12 @@ export class TransferScanner {
     if (from > head) return { scannedTo: from - 1, observed: 0, raced: false };
     const to = Math.min(head, from + this.config.maxBlocksPerPass - 1);
     const { received, depositAddresses } = await this.transfersToWatched(from, to);
-    // A move between Paygate's own addresses (settlement sweeping a deposit address into escrow) is not money
-    // arriving: the ledger booked it when it reached the deposit address, so it is not reported.
+    // A sweep between Paygate's own addresses is not money arriving: it was booked at the deposit address.
     const logs = await this.deposits.withoutInternalMoves(received, depositAddresses);
     const hashes = await this.linkedBlockHashes(from, to);
     if (!hashes) return { scannedTo: from - 1, observed: 0, raced: true };
     const canonical = new Map(hashes.map((h) => [h.number, h.hash]));
-    // A log read from a block that the header read no longer shows as canonical raced a reorg: skip it and
-    // let the next pass see the new block (its hash is stored, so the reorg check will not flag it).
+    // A log of a block no longer canonical raced a reorg: skipped, for the next pass to read the new block.
     const consistent = logs.filter((log) => {
       const hash = canonical.get(log.blockNumber);
       return hash === undefined || hash === log.blockHash;
@@ -237,10 +227,7 @@ export class TransferScanner {
     return { scannedTo: nextCursor - 1, observed: consistent.length, raced: false, storedTip };
   }
 
-  /**
-   * Hashes of the reorgable blocks of [from, to], or null when they do not chain onto block from − 1: a reorg
-   * during the pass, whose replaced blocks' transfers would otherwise be published and never reversed.
-   */
+  /** Hashes of the reorgable blocks of [from, to]; null if they do not chain on (a reorg during the pass). */
   private async linkedBlockHashes(from: number, to: number): Promise<HashedBlock[] | null> {
     const first = Math.max(from, to - this.config.reorgWindowBlocks + 1);
     const below =
@@ -301,17 +288,13 @@ export class TransferScanner {
     return logs.sort(compareTransferLogs);
   }
 
-  /**
-   * New deposit addresses may have been paid in blocks already scanned: search back from the cursor, marking them
-   * backfilled in the transaction that stores what was found (restart-safe). Returns how many were stored.
-   */
+  /** New deposit addresses' earlier payments, marked backfilled as stored (restart-safe); how many. */
   private async backfillNewDepositAddresses(): Promise<number> {
     const pending = await this.deposits.pendingBackfill(BACKFILL_BATCH);
     if (pending.addresses.length === 0) return 0;
     const cursor = await this.nextBlock();
     const end = cursor - 1;
-    // From DEPOSIT_BACKFILL_BLOCKS below where the scanner was when it heard of the addresses: a flood of sessions
-    // ahead of one in the queue (a batch a pass) lets the cursor pass its payment before the address is watched.
+    // From where the scanner was when it heard of them: a queue of addresses lets the cursor pass a payment.
     const floor = Math.max(this.config.startBlock, cursor - this.config.depositBackfillMaxBlocks);
     const heardAt = Math.min(cursor, pending.registeredBlock ?? cursor);
     let start = Math.max(floor, heardAt - this.config.depositBackfillBlocks);

@@ -52,10 +52,7 @@ export function sendSnapshot(client: Client, snapshot: CheckoutSessionSnapshot):
   send(client, { type: 'session', session: snapshot });
 }
 
-/**
- * Counts a message in the client's rate window; past MESSAGES_PER_WINDOW the client is told and the socket closed
- * (returns false).
- */
+/** Counts a message in the rate window; past MESSAGES_PER_WINDOW the socket is told and closed (false). */
 export function withinRateLimit(client: Client, now: number): boolean {
   if (now - client.windowStartMs > RATE_WINDOW_MS) {
     client.windowStartMs = now;

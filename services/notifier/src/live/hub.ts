@@ -222,16 +222,14 @@ export class LiveUpdates {
         );
         return;
       }
-      // Registered before the read, so a change that lands during the read is not missed; the
-      // updatedAt filter drops whichever of the two is older.
+      // Registered before the read, so a change during it is not missed (updatedAt drops the older one).
       client.sessions.set(sessionId, { updatedAtMs: -1, json: '' });
       client.idleSinceMs = null;
       join(this.bySession, sessionId, client);
     }
     send(client, { type: 'subscribed', sessionId });
     try {
-      // The projection is written by a durable consumer that may lag the core subscription: a change heard
-      // here but not yet stored must not be lost to a widget that subscribes in between.
+      // The stored projection may lag the core subscription: a change heard but not yet stored still counts.
       const stored = await findSession(this.deps.db, sessionId);
       const heard = this.recent.get(sessionId);
       const current =

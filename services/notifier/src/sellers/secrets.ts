@@ -3,10 +3,7 @@ import type { RpcReply } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
 import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
 
-/**
- * Sellers' webhook secrets from the registry, cached by version (`seller.updated` carries only the version:
- * a newer one asks again). In memory only: never logged nor stored.
- */
+/** Sellers' webhook secrets from the registry, cached by version (a newer one asks again); memory only. */
 export class WebhookSecrets {
   private readonly cache = new LRUCache<string, { secret: string; version: number }>({ max: 10_000 });
 

@@ -25,10 +25,7 @@ function cooldownMs(openCount: number, policy: BreakerPolicy): number {
   );
 }
 
-/**
- * In the attempt's transaction: the threshold reached while closed, or a failed probe, opens the circuit with
- * the next cooldown; any other answer means the target answers, and closes it.
- */
+/** In the attempt's transaction: the threshold reached or a failed probe opens it; any answer closes it. */
 export async function recordCircuitOutcome(
   trx: Transaction<NotifierDatabase>,
   at: { sellerId: string; target: string; now: Date; failed: boolean; error: string | null },

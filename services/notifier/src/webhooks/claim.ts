@@ -26,10 +26,7 @@ interface DueTarget {
   next_at: Date;
 }
 
-/**
- * Claims due deliveries fairly, round robin over sellers within shares and in-flight caps, under an advisory lock
- * so the in-flight counts are exact. An open circuit gets one probe after its retry time. Rows are leased.
- */
+/** Leases due deliveries round robin over sellers within shares and caps (locked: exact in-flight counts). */
 export async function claimFairly(
   db: Kysely<NotifierDatabase>,
   options: FairClaimOptions,
@@ -53,6 +50,8 @@ export async function claimFairly(
 }
 
 type WantedQueue = { sellerId: string; target: string; quota: number; probe: boolean };
+type TakenRow = { delivery_id: string; seller_id: string; target: string };
+const queueKey = (sellerId: string, target: string) => `${sellerId}\u0000${target}`;
 
 /** Each due queue's quota this pass (none while its circuit is open, one as a probe); the cursor is the last served. */
 function shareOut(
@@ -68,7 +67,7 @@ function shareOut(
   let cursor = options.after;
   for (const due of targets) {
     if (remaining === 0) break;
-    const key = `${due.seller_id}\u0000${due.target}`;
+    const key = queueKey(due.seller_id, due.target);
     const circuit = circuits.get(key);
     if (circuit?.state === 'open' && new Date(circuit.retry_at as Date).getTime() > now) continue;
     if (circuit?.state === 'half_open' && new Date(circuit.probe_until as Date).getTime() > now) continue;
@@ -95,7 +94,7 @@ function shareOut(
 /** Leases the rows taken, and marks the circuits probed half-open until the lease ends; how many were probed. */
 async function lease(
   trx: Transaction<NotifierDatabase>,
-  ids: Array<{ delivery_id: string; seller_id: string; target: string }>,
+  ids: TakenRow[],
   wanted: WantedQueue[],
   options: FairClaimOptions,
 ): Promise<number> {
@@ -189,7 +188,7 @@ async function openCircuits(
     .where('seller_id', 'in', sellers)
     .where('state', '<>', 'closed')
     .execute();
-  return new Map(rows.map((row) => [`${row.seller_id}\u0000${row.target}`, row]));
+  return new Map(rows.map((row) => [queueKey(row.seller_id, row.target), row]));
 }
 
 /** Deliveries being sent now (lease not over), by seller and by `seller\0target`. */
@@ -213,7 +212,7 @@ async function inFlightCounts(
   const byTarget = new Map<string, number>();
   for (const row of rows) {
     bySeller.set(row.seller_id, (bySeller.get(row.seller_id) ?? 0) + Number(row.count));
-    byTarget.set(`${row.seller_id}\u0000${row.target}`, Number(row.count));
+    byTarget.set(queueKey(row.seller_id, row.target), Number(row.count));
   }
   return { bySeller, byTarget };
 }
@@ -221,11 +220,11 @@ async function inFlightCounts(
 /** The earliest due rows of each chosen queue, as many as its quota, locked (SKIP LOCKED) for the lease. */
 async function takeRows(
   trx: Transaction<NotifierDatabase>,
-  wanted: Array<{ sellerId: string; target: string; quota: number }>,
+  wanted: WantedQueue[],
   now: Date,
-): Promise<Array<{ delivery_id: string; seller_id: string; target: string }>> {
+): Promise<TakenRow[]> {
   const values = sql.join(wanted.map((w) => sql`(${w.sellerId}::text, ${w.target}::text, ${w.quota}::int)`));
-  const result = await sql<{ delivery_id: string; seller_id: string; target: string }>`
+  const result = await sql<TakenRow>`
     select d.delivery_id, w.seller_id, w.target
       from (values ${values}) as w (seller_id, target, quota)
       cross join lateral (
@@ -242,10 +241,7 @@ async function takeRows(
 }
 
 /** What the dispatcher needs to send each claimed delivery: body, target, secret versions. */
-async function claimedRows(
-  trx: Transaction<NotifierDatabase>,
-  ids: Array<{ delivery_id: string }>,
-): Promise<ClaimedDelivery[]> {
+async function claimedRows(trx: Transaction<NotifierDatabase>, ids: TakenRow[]): Promise<ClaimedDelivery[]> {
   const rows = await trx
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')

@@ -86,16 +86,6 @@ function toEndpoint(row: EndpointRow, circuit?: CircuitRow) {
   };
 }
 
-/** The endpoints with their circuits (the breaker state the seller sees). */
-async function withCircuits(db: Kysely<NotifierDatabase>, sellerId: string, rows: EndpointRow[]) {
-  const circuits = await circuitsOf(
-    db,
-    sellerId,
-    rows.map((row) => row.endpoint_id),
-  );
-  return rows.map((row) => toEndpoint(row, circuits.get(row.endpoint_id)));
-}
-
 async function withCircuit(db: Kysely<NotifierDatabase>, row: EndpointRow) {
   return toEndpoint(row, await circuitOf(db, row.seller_id, row.endpoint_id));
 }
@@ -150,7 +140,10 @@ function endpointListRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Webhook
       responses: { '200': Type.Object({ data: Type.Array(Endpoint) }) },
       handler: async (req, res) => {
         const sellerId = sellerOf(req);
-        res.json({ data: await withCircuits(ctx.db, sellerId, await listEndpoints(ctx.db, sellerId)) });
+        const rows = await listEndpoints(ctx.db, sellerId);
+        const ids = rows.map((row) => row.endpoint_id);
+        const circuits = await circuitsOf(ctx.db, sellerId, ids);
+        res.json({ data: rows.map((row) => toEndpoint(row, circuits.get(row.endpoint_id))) });
       },
     }),
     defineRoute({

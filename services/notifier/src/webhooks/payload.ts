@@ -12,10 +12,7 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 /** Top-level names that belong to the webhook itself; a payload field of the same name is read from `data`. */
 const ENVELOPE_FIELDS = new Set(['id', 'event', 'createdAt', 'data']);
 
-/**
- * The webhook body (WebhookBody; docs/api.md "Webhook requests"): `id`, `event`, `createdAt`, the payload's fields
- * except those named like the envelope's, then `data`. Stored once and sent byte for byte; the test event too.
- */
+/** The WebhookBody (docs/api.md): envelope fields, the payload's others, then `data`; stored, sent as is. */
 export function buildWebhookBody(
   envelope: Pick<EventEnvelope<string, object>, 'id' | 'type' | 'occurredAt' | 'data'>,
 ): string {

@@ -108,6 +108,13 @@ export interface AttemptResult {
   durationMs: number;
 }
 
+/** When a delivery is tried next: none past give_up_at, else `retryAt` but no later than give_up_at. */
+function retryTime(delivery: ClaimedDelivery, now: Date, retryAt: Date | null): Date | null {
+  if (retryAt === null || now.getTime() >= delivery.giveUpAt.getTime()) return null;
+  // The last retry happens at the end of the window rather than never.
+  return new Date(Math.min(retryAt.getTime(), delivery.giveUpAt.getTime()));
+}
+
 /** Logs one attempt and moves the delivery on; failed past give_up_at or without `retryAt` (all spent). */
 export async function recordAttempt(
   db: Kysely<NotifierDatabase>,
@@ -136,17 +143,9 @@ export async function recordAttempt(
         response_excerpt: result.responseExcerpt,
       })
       .execute();
-    let status: DeliveryRow['status'];
-    let nextAttemptAt: Date | null = null;
-    if (result.outcome === 'delivered') status = 'delivered';
-    else if (result.outcome === 'permanent') status = 'failed';
-    else if (options.retryAt === null || options.attemptedAt.getTime() >= delivery.giveUpAt.getTime())
-      status = 'failed';
-    else {
-      status = 'pending';
-      // The last retry happens at the end of the window rather than never.
-      nextAttemptAt = new Date(Math.min(options.retryAt.getTime(), delivery.giveUpAt.getTime()));
-    }
+    const nextAttemptAt =
+      result.outcome === 'retryable' ? retryTime(delivery, options.attemptedAt, options.retryAt) : null;
+    const status = result.outcome === 'delivered' ? 'delivered' : nextAttemptAt ? 'pending' : 'failed';
     await trx
       .updateTable('webhook_deliveries')
       .set({
@@ -182,14 +181,12 @@ export async function postponeDelivery(
   delivery: ClaimedDelivery,
   options: { now: Date; retryAt: Date; reason: string },
 ): Promise<void> {
-  const expired = options.now.getTime() >= delivery.giveUpAt.getTime();
+  const nextAttemptAt = retryTime(delivery, options.now, options.retryAt);
   await db
     .updateTable('webhook_deliveries')
     .set({
-      status: expired ? 'failed' : 'pending',
-      next_attempt_at: expired
-        ? null
-        : new Date(Math.min(options.retryAt.getTime(), delivery.giveUpAt.getTime())),
+      status: nextAttemptAt ? 'pending' : 'failed',
+      next_attempt_at: nextAttemptAt,
       last_error: options.reason,
       leased_until: null,
     })

@@ -37,9 +37,7 @@ const ListQuery = Type.Object(
     eventId: Type.Optional(Id),
     endpointId: Type.Optional(Type.String({ pattern: '^whe_[0-9A-Z]{26}$' })),
     limit: Type.Optional(Type.String({ pattern: '^(100|[1-9][0-9]?)$', description: '1..100, default 20' })),
-    before: Type.Optional(
-      Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$', description: 'delivery id cursor' }),
-    ),
+    before: Type.Optional(Type.String({ pattern: Id.pattern, description: 'delivery id cursor' })),
   },
   { additionalProperties: false },
 );
@@ -69,20 +67,17 @@ function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookR
       },
       handler: async (req, res) => {
         const limit = Number(req.query.limit ?? '20');
-        const rows = await listDeliveries(db, sellerOf(req), { ...req.query, limit });
-        const ids = rows.map((r) => r.delivery_id);
+        const sellerId = sellerOf(req);
+        const rows = await listDeliveries(db, sellerId, { ...req.query, limit });
+        const ids = rows.map((row) => row.delivery_id);
         const attempts = await attemptsOf(db, ids);
         const targets = rows.map((row) => targetOf(row.endpoint_id));
-        const circuits = await circuitsOf(db, sellerOf(req), targets);
-        const view = (row: (typeof rows)[number]) =>
-          toDeliveryView(
-            row,
-            row.event_type,
-            attempts.get(row.delivery_id) ?? [],
-            circuits.get(targetOf(row.endpoint_id)),
-          );
+        const circuits = await circuitsOf(db, sellerId, targets);
         res.json({
-          data: rows.map(view),
+          data: rows.map((row) => {
+            const circuit = circuits.get(targetOf(row.endpoint_id));
+            return toDeliveryView(row, row.event_type, attempts.get(row.delivery_id) ?? [], circuit);
+          }),
           nextCursor: rows.length === limit ? (rows[rows.length - 1]?.delivery_id ?? null) : null,
         });
       },

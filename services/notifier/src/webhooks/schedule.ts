@@ -7,8 +7,5 @@ export function classifyStatus(status: number): AttemptOutcome {
   return 'permanent';
 }
 
-/**
- * Attempts of one delivery at the most. The retry window (WEBHOOK_RETRY_WINDOW_HOURS) ends a delivery first in
- * practice: with full jitter, 72 h hold about 33 attempts on average; this bound only keeps the count finite.
- */
+/** A bound that keeps attempts finite: the 72 h window (about 33 jittered attempts) ends a delivery first. */
 export const MAX_WEBHOOK_ATTEMPTS = 50;
