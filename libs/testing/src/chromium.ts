@@ -1,7 +1,4 @@
-/**
- * How browser tests start Chromium (playwright-core's `chromium.launch`): Debian's `chromium`, headless, without the
- * background work a test never needs, and with reduced motion (Pico's transitions stop: a tenth less CPU).
- */
+/** `chromium.launch` options: Debian's chromium, headless, no background work, reduced motion (less CPU). */
 export const CHROMIUM_LAUNCH_OPTIONS = {
   executablePath: '/usr/bin/chromium',
   args: [

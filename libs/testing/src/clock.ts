@@ -1,7 +1,4 @@
-/**
- * The one test clock: it stands still until moved, so a retry is reached by `advance`, never by waiting; a ticking
- * one runs on from where it was set, for a service's own leases. `now` is an arrow (`{ now: clock.now }`).
- */
+/** Still until moved (a retry comes by `advance`, not by waiting), or ticking on from where set (leases). */
 export class TestClock {
   private atMs: number;
   /** Real time when `atMs` was last set (ticking clocks add what passed since). */
@@ -13,7 +10,7 @@ export class TestClock {
     this.ticking = options.ticking ?? false;
   }
 
-  /** A fresh Date each call: a caller that mutates it does not move the clock. */
+  /** An arrow (`{ now: clock.now }`), a new Date each call: mutating one does not move the clock. */
   readonly now = (): Date => new Date(this.nowMs());
 
   nowMs(): number {

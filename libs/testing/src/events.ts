@@ -122,8 +122,7 @@ export function eventOf<S extends Subject>(
   overrides: Partial<EventData<S>> = {},
   options: EventOptions = {},
 ): EventEnvelope<S, EventData<S>> {
-  const producer = options.producer ?? (SUBJECTS[subject].owners[0] as ServiceName);
-  const { producer: _producer, ...rest } = options;
+  const { producer = SUBJECTS[subject].owners[0] as ServiceName, ...rest } = options;
   return createEvent(subject, producer, eventDataOf(subject, overrides), rest);
 }
 

@@ -61,12 +61,7 @@ export class EveryTransferReader {
           fromBlock: start,
           toBlock: end,
         });
-        const transfers: TransferLog[] = [];
-        for (const log of logs) {
-          const transfer = decodeTransferLog(log);
-          if (transfer) transfers.push(transfer);
-        }
-        await keepWatched(transfers);
+        await keepWatched(logs.map(decodeTransferLog).filter((transfer) => transfer !== null));
       } catch (error) {
         if (!isRangeTooLargeError(error)) throw error;
         if (end > start) {

@@ -36,18 +36,16 @@ export class AdvisoryLeadership {
     }
   }
 
-  private lose(error: Error): void {
-    if (this.leading) this.logger.warn({ err: error }, 'lost leadership');
+  /** Ends the connection, and so the lock; without an error it is given up, not lost. */
+  private async lose(error?: Error): Promise<void> {
+    if (this.leading && error) this.logger.warn({ err: error }, 'lost leadership');
     this.leading = false;
     const client = this.client;
     this.client = undefined;
-    client?.end().catch(() => undefined);
+    await client?.end().catch(() => undefined);
   }
 
-  async release(): Promise<void> {
-    const client = this.client;
-    this.client = undefined;
-    this.leading = false;
-    if (client) await client.end().catch(() => undefined);
+  release(): Promise<void> {
+    return this.lose();
   }
 }
