@@ -60,6 +60,10 @@ const REORG_ALARMS: Partial<Record<ReorgReport['reach'], string>> = {
   past_confirmations: 'reorg deeper than CONFIRMATIONS: reported transfers left the chain and are reversed',
 };
 
+/** The logs whose block is not known under another hash. */
+const onKnownChain = (logs: TransferLog[], hashes: Map<number, string>) =>
+  logs.filter((log) => (hashes.get(log.blockNumber) ?? log.blockHash) === log.blockHash);
+
 /** The chain reads one pass needs; an ethers provider satisfies it. */
 type ChainReader = Pick<JsonRpcProvider, 'getBlock' | 'getLogs'>;
 
@@ -196,10 +200,7 @@ export class TransferScanner {
     if (!hashes) return { scannedTo: from - 1, observed: 0, raced: true };
     const canonical = new Map(hashes.map((h) => [h.number, h.hash]));
     // A log of a block no longer canonical raced a reorg: skipped, for the next pass to read the new block.
-    const consistent = logs.filter((log) => {
-      const hash = canonical.get(log.blockNumber);
-      return hash === undefined || hash === log.blockHash;
-    });
+    const consistent = onKnownChain(logs, canonical);
     const raced = consistent.length !== logs.length;
     const nextCursor = raced
       ? Math.min(...logs.filter((l) => !consistent.includes(l)).map((l) => l.blockNumber))
@@ -316,7 +317,7 @@ export class TransferScanner {
       .where('number', '>=', BigInt(start))
       .execute();
     const hashes = new Map(recent.map((r) => [Number(r.number), r.hash]));
-    const canonical = found.filter((log) => (hashes.get(log.blockNumber) ?? log.blockHash) === log.blockHash);
+    const canonical = onKnownChain(found, hashes);
     await this.db.transaction().execute(async (trx) => {
       await this.storeTransfers(trx, canonical);
       await this.deposits.markBackfilled(trx, pending.addresses);

@@ -213,13 +213,9 @@ export class LiveUpdates {
   /** Listens to the session (bounded per socket) and sends its current snapshot. */
   private async subscribe(client: Client, sessionId: string): Promise<void> {
     if (!client.sessions.has(sessionId)) {
-      if (client.sessions.size >= this.deps.config.wsMaxSubscriptionsPerSocket) {
-        sendError(
-          client,
-          'too_many_subscriptions',
-          `at most ${this.deps.config.wsMaxSubscriptionsPerSocket} sessions per connection`,
-          sessionId,
-        );
+      const max = this.deps.config.wsMaxSubscriptionsPerSocket;
+      if (client.sessions.size >= max) {
+        sendError(client, 'too_many_subscriptions', `at most ${max} sessions per connection`, sessionId);
         return;
       }
       // Registered before the read, so a change during it is not missed (updatedAt drops the older one).

@@ -107,16 +107,14 @@ export async function circuitsOf(
   sellerId: string,
   targets: string[],
 ): Promise<Map<string, CircuitRow>> {
-  const byTarget = new Map<string, CircuitRow>();
-  if (targets.length === 0) return byTarget;
+  if (targets.length === 0) return new Map();
   const rows = await db
     .selectFrom('webhook_circuits')
     .selectAll()
     .where('seller_id', '=', sellerId)
     .where('target', 'in', [...new Set(targets)])
     .execute();
-  for (const row of rows) byTarget.set(row.target, row);
-  return byTarget;
+  return new Map(rows.map((row) => [row.target, row]));
 }
 
 /** The circuit of one target of a seller; none: closed. */

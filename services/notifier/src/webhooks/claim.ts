@@ -2,7 +2,6 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { NotifierConfig } from '../config';
 import type { NotifierDatabase } from '../db';
 import type { CircuitRow } from './circuits';
-import type { ClaimedDelivery } from './repository';
 
 /** (seller, target) queues one pass scans at most (one index probe each); the cursor continues from there. */
 const MAX_TARGETS_SCANNED_PER_PASS = 2000;
@@ -240,8 +239,11 @@ async function takeRows(
   return result.rows;
 }
 
+/** What the dispatcher sends; an endpoint's delivery is signed with the endpoint's own secret (this version). */
+export type ClaimedDelivery = Awaited<ReturnType<typeof claimedRows>>[number];
+
 /** What the dispatcher needs to send each claimed delivery: body, target, secret versions. */
-async function claimedRows(trx: Transaction<NotifierDatabase>, ids: TakenRow[]): Promise<ClaimedDelivery[]> {
+async function claimedRows(trx: Transaction<NotifierDatabase>, ids: TakenRow[]) {
   const rows = await trx
     .selectFrom('webhook_deliveries as d')
     .innerJoin('webhook_events as e', 'e.event_id', 'd.event_id')

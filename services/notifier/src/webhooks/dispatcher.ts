@@ -23,9 +23,9 @@ import type { NotifierDatabase } from '../db';
 import { SecretUnavailableError } from '../errors';
 import type { WebhookSecrets } from '../sellers/secrets';
 import { type CircuitTransition, openCircuitCount } from './circuits';
-import { claimFairly, failExpiredHeld } from './claim';
+import { type ClaimedDelivery, claimFairly, failExpiredHeld } from './claim';
 import { endpointSecret } from './endpoint-secret';
-import { type AttemptResult, type ClaimedDelivery, postponeDelivery, recordAttempt } from './repository';
+import { type AttemptResult, postponeDelivery, recordAttempt } from './repository';
 import { classifyStatus, MAX_WEBHOOK_ATTEMPTS } from './schedule';
 
 const RESPONSE_EXCERPT_BYTES = 1024;

@@ -9,22 +9,24 @@ import type {
   WebhookDeliveriesTable,
 } from '../db';
 import { type BreakerPolicy, type CircuitTransition, recordCircuitOutcome, targetOf } from './circuits';
+import type { ClaimedDelivery } from './claim';
 
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type AttemptRow = Selectable<WebhookAttemptsTable>;
 
 const HOUR_MS = 60 * 60 * 1000;
 
-/** A new delivery row, due now, given up `retryWindowHours` later. */
-function pendingDelivery(at: {
+type NewDelivery = {
   eventId: string;
   sellerId: string;
   url: string;
   now: Date;
   retryWindowHours: number;
   endpointId?: string | null;
-  redeliveryOf: string | null;
-}) {
+};
+
+/** A new delivery row, due now, given up `retryWindowHours` later. */
+function pendingDelivery(at: NewDelivery & { redeliveryOf: string | null }) {
   return {
     delivery_id: newEventId(),
     event_id: at.eventId,
@@ -42,16 +44,7 @@ function pendingDelivery(at: {
 /** Records the event's body once and its automatic delivery to the seller; a repeat is a no-op. */
 export async function createDelivery(
   trx: Transaction<NotifierDatabase>,
-  input: {
-    eventId: string;
-    eventType: string;
-    sellerId: string;
-    url: string;
-    body: string;
-    now: Date;
-    retryWindowHours: number;
-    endpointId?: string;
-  },
+  input: NewDelivery & { eventType: string; body: string },
 ): Promise<void> {
   await trx
     .insertInto('webhook_events')
@@ -83,21 +76,6 @@ export async function createDelivery(
             .doNothing(),
     )
     .execute();
-}
-
-export interface ClaimedDelivery {
-  deliveryId: string;
-  eventId: string;
-  eventType: string;
-  sellerId: string;
-  url: string;
-  body: string;
-  attemptCount: number;
-  giveUpAt: Date;
-  secretVersion: number;
-  traceparent?: string | null;
-  /** An endpoint's delivery is signed with the endpoint's own secret (this version of it). */
-  endpoint: { id: string; secretVersion: number } | null;
 }
 
 export interface AttemptResult {
