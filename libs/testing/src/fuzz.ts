@@ -128,6 +128,8 @@ export async function snapshotRows(
   options: { skipTables?: RegExp; volatileColumns?: Set<string> } = {},
 ): Promise<Record<string, string[]>> {
   const out: Record<string, string[]> = {};
+  const replacer = (key: string, value: unknown) =>
+    options.volatileColumns?.has(key) ? undefined : typeof value === 'bigint' ? String(value) : value;
   for (const schema of schemas) {
     const db = openSchema<unknown>(schema);
     try {
@@ -137,17 +139,7 @@ export async function snapshotRows(
       for (const { table_name: table } of tables.rows) {
         if (options.skipTables?.test(table)) continue;
         const { rows } = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(db);
-        out[`${schema}.${table}`] = rows
-          .map((row) =>
-            JSON.stringify(row, (key, value) =>
-              options.volatileColumns?.has(key)
-                ? undefined
-                : typeof value === 'bigint'
-                  ? String(value)
-                  : value,
-            ),
-          )
-          .sort();
+        out[`${schema}.${table}`] = rows.map((row) => JSON.stringify(row, replacer)).sort();
       }
     } finally {
       await db.destroy();

@@ -157,11 +157,7 @@ export class TransferScanner {
     const rollbackTo = ancestor ?? lowestKnown - 1;
     this.logger.warn({ from: newest, to: rollbackTo }, 'reorg detected; rolling back');
     const reorged = await this.db.transaction().execute(async (trx) => {
-      const reversed = await rollBackAbove(
-        trx,
-        { chainId: this.chainId, network: this.config.network },
-        rollbackTo,
-      );
+      const reversed = await rollBackAbove(trx, this.config, rollbackTo);
       await this.saveCursor(trx, rollbackTo + 1);
       return reversed;
     });
