@@ -102,7 +102,6 @@ function anvilArgs(host: string, port: number, chainId: number): string[] {
   return ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
 }
 
-/** Static network, no read cache, 100 ms polling. */
 function anvilProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   return makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
 }
@@ -417,7 +416,6 @@ export async function fundTestWallets(options: FundTestWalletsOptions): Promise<
 
 type RpcSender = Pick<JsonRpcProvider, 'send'>;
 
-/** Mines `blocks` blocks now. */
 export async function mine(provider: RpcSender, blocks = 1): Promise<void> {
   if (!Number.isSafeInteger(blocks) || blocks < 1) throw new Error('blocks must be a positive integer');
   await provider.send('anvil_mine', [toQuantity(blocks)]);

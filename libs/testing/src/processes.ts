@@ -9,7 +9,6 @@ export interface ServiceProcess {
   child: ChildProcess;
   /** Everything the process wrote to stdout and stderr so far. */
   output(): string;
-  /** Resolves with the exit code once the process has exited. */
   exited: Promise<number | null>;
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }

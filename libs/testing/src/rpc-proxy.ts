@@ -38,7 +38,6 @@ interface RpcProxy {
   close(): Promise<void>;
 }
 
-/** A JSON-RPC error reply to `call`. */
 export function rpcError(call: RpcCall, code: number, message: string): RpcReply {
   return { jsonrpc: '2.0', id: call.id, error: { code, message } };
 }

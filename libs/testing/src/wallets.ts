@@ -34,7 +34,6 @@ export const testWallets: Readonly<Record<TestWalletRole, Readonly<TestWallet>>>
   ) as Record<TestWalletRole, TestWallet>,
 );
 
-/** An ethers signer for a test wallet. */
 export function testSigner(role: TestWalletRole, provider: Provider): Wallet {
   return new Wallet(testWallets[role].privateKey, provider);
 }

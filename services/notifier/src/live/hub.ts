@@ -244,13 +244,9 @@ export class LiveUpdates {
       sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
       return;
     }
-    let sellerId: string;
-    try {
-      sellerId = (await this.deps.auth.resolve(token)).sellerId;
-    } catch (error) {
-      this.refuse(client, error);
-      return;
-    }
+    const identity = await this.deps.auth.resolve(token).catch((error) => this.refuse(client, error));
+    if (!identity) return;
+    const { sellerId } = identity;
     if (client.seller && client.seller.sellerId !== sellerId) this.forgetSeller(client);
     client.seller = { sellerId, token, verifiedAtMs: Date.now(), verifying: false };
     client.idleSinceMs = null;

@@ -1,5 +1,4 @@
 import { type Bus, requestRpc } from '@paygate/bus';
-import type { RpcReply } from '@paygate/contracts';
 import { LRUCache } from 'lru-cache';
 import { NoWebhookSecretError, SecretUnavailableError } from '../errors';
 
@@ -15,19 +14,14 @@ export class WebhookSecrets {
   async get(sellerId: string, minimumVersion: number): Promise<{ secret: string; version: number }> {
     const cached = this.cache.get(sellerId);
     if (cached && cached.version >= minimumVersion) return cached;
-    let reply: RpcReply<'registry.webhook_secret'>;
-    try {
-      reply = await requestRpc(
-        this.bus,
-        'registry.webhook_secret',
-        { sellerId },
-        { timeoutMs: this.options.timeoutMs },
-      );
-    } catch (error) {
-      throw new SecretUnavailableError(
-        `registry did not answer the webhook secret request: ${(error as Error).message}`,
-      );
-    }
+    const { timeoutMs } = this.options;
+    const reply = await requestRpc(this.bus, 'registry.webhook_secret', { sellerId }, { timeoutMs }).catch(
+      (error: Error) => {
+        throw new SecretUnavailableError(
+          `registry did not answer the webhook secret request: ${error.message}`,
+        );
+      },
+    );
     if (!reply.ok) throw new NoWebhookSecretError(sellerId);
     const entry = { secret: reply.secret, version: reply.version };
     // Two answers can cross: an older version arriving last must not replace a newer one already kept.

@@ -126,7 +126,6 @@ export function endpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Webh
   ];
 }
 
-/** The seller's endpoints, and a new one. */
 function endpointListRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
   const auth = secretKeyAuth(deps.auth);
   const { config, secrets } = deps;
@@ -176,7 +175,6 @@ function endpointListRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Webhook
   ];
 }
 
-/** One endpoint: read, change, delete. */
 function oneEndpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
   const auth = secretKeyAuth(deps.auth);
   const { config } = deps;
@@ -238,7 +236,6 @@ function oneEndpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookR
   ];
 }
 
-/** An endpoint's secret rotation and test event. */
 function endpointActionRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
   const auth = secretKeyAuth(deps.auth);
   const { config, secrets, dispatcher } = deps;
