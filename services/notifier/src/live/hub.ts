@@ -193,19 +193,12 @@ export class LiveUpdates {
     if (!withinRateLimit(client, Date.now())) return;
     const message = parseClientMessage(client, data, isBinary);
     if (!message) return;
-    if (message.type === 'authenticate') {
-      await this.authenticate(client, message.token);
-      return;
-    }
-    if (message.type !== 'subscribe' && message.type !== 'unsubscribe') {
-      sendError(client, 'unknown_type', 'type must be subscribe, unsubscribe or authenticate');
-      return;
-    }
+    if (message.type === 'authenticate') return this.authenticate(client, message.token);
+    if (message.type !== 'subscribe' && message.type !== 'unsubscribe')
+      return sendError(client, 'unknown_type', 'type must be subscribe, unsubscribe or authenticate');
     const sessionId = message.sessionId;
-    if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId)) {
-      sendError(client, 'invalid_session_id', 'sessionId must be 1-64 letters, digits, _ or -');
-      return;
-    }
+    if (typeof sessionId !== 'string' || !SESSION_ID_PATTERN.test(sessionId))
+      return sendError(client, 'invalid_session_id', 'sessionId must be 1-64 letters, digits, _ or -');
     if (message.type === 'unsubscribe') this.unsubscribe(client, sessionId);
     else await this.subscribe(client, sessionId);
   }
@@ -214,10 +207,13 @@ export class LiveUpdates {
   private async subscribe(client: Client, sessionId: string): Promise<void> {
     if (!client.sessions.has(sessionId)) {
       const max = this.deps.config.wsMaxSubscriptionsPerSocket;
-      if (client.sessions.size >= max) {
-        sendError(client, 'too_many_subscriptions', `at most ${max} sessions per connection`, sessionId);
-        return;
-      }
+      if (client.sessions.size >= max)
+        return sendError(
+          client,
+          'too_many_subscriptions',
+          `at most ${max} sessions per connection`,
+          sessionId,
+        );
       // Registered before the read, so a change during it is not missed (updatedAt drops the older one).
       client.sessions.set(sessionId, { updatedAtMs: -1, json: '' });
       client.idleSinceMs = null;
@@ -240,10 +236,8 @@ export class LiveUpdates {
 
   /** The socket's sign-in with the dashboard's REST token; a refused token closes it. */
   private async authenticate(client: Client, token: unknown): Promise<void> {
-    if (typeof token !== 'string' || token.length === 0 || token.length > TOKEN_MAX_LENGTH) {
-      sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
-      return;
-    }
+    if (typeof token !== 'string' || token.length === 0 || token.length > TOKEN_MAX_LENGTH)
+      return sendError(client, 'invalid_token', 'token must be the dashboard session token or an sk_ key');
     const identity = await this.deps.auth.resolve(token).catch((error) => this.refuse(client, error));
     if (!identity) return;
     const { sellerId } = identity;

@@ -187,9 +187,8 @@ async function redeliveryUrl(
 function redeliveryKeys(trx: Transaction<NotifierDatabase>): IdempotencyStore {
   return {
     async lock({ scope, key }) {
-      await sql`select pg_advisory_xact_lock(hashtextextended(${`notifier-redelivery:${scope}:${key}`}, 0))`.execute(
-        trx,
-      );
+      const name = `notifier-redelivery:${scope}:${key}`;
+      await sql`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`.execute(trx);
     },
     async find({ scope, key }) {
       const stored = await trx
