@@ -1,4 +1,4 @@
-import { ConfigError, commonConfig, int, parseEnv, settingsByName } from '@paygate/runtime';
+import { commonConfig, int, parseEnv, settingsByName, throwIfProblems } from '@paygate/runtime';
 
 /** Parses the environment once; throws a ConfigError naming every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -42,7 +42,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     problems.push('WEBHOOK_ENDPOINT_SHARE must not exceed WEBHOOK_SELLER_SHARE');
   if (parsed.WEBHOOK_BREAKER_MAX_COOLDOWN_MS < parsed.WEBHOOK_BREAKER_COOLDOWN_MS)
     problems.push('WEBHOOK_BREAKER_MAX_COOLDOWN_MS must not be below WEBHOOK_BREAKER_COOLDOWN_MS');
-  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  throwIfProblems(problems);
   return {
     ...common,
     ...settingsByName(parsed),
