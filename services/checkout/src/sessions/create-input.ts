@@ -1,4 +1,4 @@
-import { assertValid, checkIdempotencyKey, HttpError, requestFingerprint } from '@paygate/http';
+import { assertValid, badRequest, checkIdempotencyKey, HttpError, requestFingerprint } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
 import { PUBLISHABLE_KEY_PATTERN, type SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
@@ -15,6 +15,11 @@ export const CREATE_PATH = '/api/v1/checkout/sessions';
 
 const REPLAYED_HEADERS = Object.freeze({ 'Idempotent-Replayed': 'true' });
 const NO_HEADERS = Object.freeze({});
+
+const refused = (status: number, code: CheckoutReason, message: string, field: string, rule: string) =>
+  new HttpError(status, code, message, { field, rule });
+const keyRefused = (code: CheckoutReason, message: string, rule: string) =>
+  refused(401, code, message, 'Authorization', rule);
 
 /** What creating a session needs. */
 interface SessionCreatorDeps {
@@ -57,19 +62,13 @@ async function newSessionFor(
   client: string | undefined,
 ): Promise<NewSession> {
   if (!token) {
-    throw new HttpError(
-      401,
-      CheckoutReason.MissingKey,
-      'Authorization: Bearer pk_… (publishable) or Bearer sk_… (secret) is required',
-      { field: 'Authorization', rule: 'is required' },
-    );
+    const message = 'Authorization: Bearer pk_… (publishable) or Bearer sk_… (secret) is required';
+    throw keyRefused(CheckoutReason.MissingKey, message, 'is required');
   }
   if (token.startsWith('pk_')) {
     if (!PUBLISHABLE_KEY_PATTERN.test(token)) {
-      throw new HttpError(401, CheckoutReason.InvalidPublishableKey, 'publishable key is malformed', {
-        field: 'Authorization',
-        rule: 'must be Bearer pk_…',
-      });
+      const message = 'publishable key is malformed';
+      throw keyRefused(CheckoutReason.InvalidPublishableKey, message, 'must be Bearer pk_…');
     }
     // A browser's request: limited per key and per client address before anything is looked up.
     await deps.limits.admitRequest(token, client);
@@ -80,10 +79,8 @@ async function newSessionFor(
     await deps.limits.admitRequest(token, undefined);
     return fromSecretKey(deps, token, body);
   }
-  throw new HttpError(401, CheckoutReason.InvalidKey, 'expected a publishable (pk_…) or secret (sk_…) key', {
-    field: 'Authorization',
-    rule: 'must be Bearer pk_… or Bearer sk_…',
-  });
+  const message = 'expected a publishable (pk_…) or secret (sk_…) key';
+  throw keyRefused(CheckoutReason.InvalidKey, message, 'must be Bearer pk_… or Bearer sk_…');
 }
 
 /** The widget's session: the seller's active skill and endpoint, at the endpoint's price. */
@@ -95,41 +92,24 @@ async function fromPublishableKey(
   const input = assertValid(PublishableSessionBody, body ?? {}, 'body');
   const seller = await projections.sellerByPublishableKey(publishableKey);
   if (!seller) {
-    throw new HttpError(
-      401,
-      CheckoutReason.UnknownPublishableKey,
-      'publishable key is not valid (unknown or rotated)',
-      {
-        field: 'Authorization',
-        rule: 'must be a current publishable key',
-      },
-    );
+    const message = 'publishable key is not valid (unknown or rotated)';
+    throw keyRefused(CheckoutReason.UnknownPublishableKey, message, 'must be a current publishable key');
   }
   const skill = await projections.skill(seller.sellerId, input.skill);
   if (!skill) {
-    throw new HttpError(404, CheckoutReason.SkillNotFound, `no skill "${input.skill}" for this seller`, {
-      field: 'skill',
-      rule: 'must name one of the seller’s skills',
-    });
+    const message = `no skill "${input.skill}" for this seller`;
+    const rule = 'must name one of the seller’s skills';
+    throw refused(404, CheckoutReason.SkillNotFound, message, 'skill', rule);
   }
   if (skill.status !== 'ACTIVE') {
-    throw new HttpError(
-      409,
-      CheckoutReason.SkillNotActive,
-      `skill "${input.skill}" is ${skill.status}, not ACTIVE`,
-      {
-        field: 'skill',
-        rule: 'must be ACTIVE',
-      },
-    );
+    const message = `skill "${input.skill}" is ${skill.status}, not ACTIVE`;
+    throw refused(409, CheckoutReason.SkillNotActive, message, 'skill', 'must be ACTIVE');
   }
   const endpoint = chosenEndpoint(skill, input.endpointId);
   const priceMicro = parseUsdc(endpoint.price);
   if (priceMicro <= 0n) {
-    throw new HttpError(409, CheckoutReason.EndpointNotPriced, 'this endpoint has no price', {
-      field: 'endpointId',
-      rule: 'must have a positive price',
-    });
+    const message = 'this endpoint has no price';
+    throw refused(409, CheckoutReason.EndpointNotPriced, message, 'endpointId', 'must have a positive price');
   }
   return {
     sellerId: seller.sellerId,
@@ -154,26 +134,17 @@ function chosenEndpoint(skill: CachedSkill, endpointId: string | undefined): Ski
   const active = skill.endpoints.filter((e) => e.active);
   if (endpointId !== undefined) {
     const endpoint = active.find((e) => e.endpointId === endpointId);
-    if (!endpoint)
-      throw new HttpError(404, CheckoutReason.EndpointNotFound, 'no active endpoint with this id', {
-        field: 'endpointId',
-        rule: 'must name an active endpoint of the skill',
-      });
+    if (!endpoint) {
+      const message = 'no active endpoint with this id';
+      const rule = 'must name an active endpoint of the skill';
+      throw refused(404, CheckoutReason.EndpointNotFound, message, 'endpointId', rule);
+    }
     return endpoint;
   }
   if (active.length !== 1) {
-    throw new HttpError(
-      400,
-      CheckoutReason.InvalidRequest,
-      'endpointId is required when the skill has several endpoints',
-      {
-        field: 'endpointId',
-        rule:
-          active.length === 0
-            ? 'skill has no active endpoint'
-            : 'is required when the skill has several endpoints',
-      },
-    );
+    const several = 'is required when the skill has several endpoints';
+    const rule = active.length === 0 ? 'skill has no active endpoint' : several;
+    throw badRequest('endpointId', rule, `endpointId ${several}`);
   }
   return active[0]!;
 }
@@ -190,19 +161,10 @@ async function fromSecretKey(
   try {
     priceMicro = parseUsdc(input.amount);
   } catch (error) {
-    if (error instanceof MoneyFormatError)
-      throw new HttpError(400, CheckoutReason.InvalidRequest, error.message, {
-        field: 'amount',
-        rule: 'must be a USDC amount',
-      });
+    if (error instanceof MoneyFormatError) throw badRequest('amount', 'must be a USDC amount', error.message);
     throw error;
   }
-  if (priceMicro <= 0n) {
-    throw new HttpError(400, CheckoutReason.InvalidRequest, 'amount must be greater than 0', {
-      field: 'amount',
-      rule: 'must be greater than 0',
-    });
-  }
+  if (priceMicro <= 0n) throw badRequest('amount', 'must be greater than 0');
   return {
     sellerId: seller.sellerId,
     skillId: null,
