@@ -1,3 +1,15 @@
+import { HttpError } from '@paygate/http';
+import type { RegistryReason } from './reasons';
+
+/** A refusal answered to a caller, naming the rule it applies (and the field, when one is to blame). */
+export const refusal = (
+  status: number,
+  code: RegistryReason,
+  message: string,
+  rule: string,
+  field?: string,
+) => new HttpError(status, code, message, field === undefined ? { rule } : { field, rule });
+
 /**
  * The registry's errors below the HTTP layer: one base, `RegistryError`, and a named subclass per situation.
  * Refusals answered to a caller are `HttpError`s (libs/http) with a code of reasons.ts.

@@ -3,6 +3,7 @@ import { credentialOf } from '@paygate/seller-auth';
 import type { NextFunction, Request, Response } from 'express';
 import { findSellerByApiKey, findSellerById, type SellerRow, touchApiKey } from '../accounts/repository';
 import type { RegistryContext } from '../context';
+import { refusal } from '../errors';
 import { RegistryReason } from '../reasons';
 import { verifySessionToken } from './sessions';
 
@@ -19,15 +20,8 @@ function requireSeller(rc: RegistryContext) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     const token = bearerToken(req);
     if (!token) {
-      throw new HttpError(
-        401,
-        RegistryReason.MissingCredentials,
-        'Authorization: Bearer <session token or sk_… API key> is required',
-        {
-          field: 'Authorization',
-          rule: 'is required',
-        },
-      );
+      const message = 'Authorization: Bearer <session token or sk_… API key> is required';
+      throw refusal(401, RegistryReason.MissingCredentials, message, 'is required', 'Authorization');
     }
     let seller: SellerRow | 'signed_out' | undefined;
     if (token.startsWith('sk_')) {

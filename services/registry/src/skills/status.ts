@@ -1,6 +1,7 @@
-import { conflict, HttpError } from '@paygate/http';
+import type { HttpError } from '@paygate/http';
 import type { Transaction, Updateable } from 'kysely';
 import type { RegistryDatabase, SkillStatus, SkillsTable } from '../db';
+import { refusal } from '../errors';
 import { RegistryReason } from '../reasons';
 
 /** The skill state machine: ask `skillTransition` first (an illegal move is a 409), write with `applySkillTransition`. */
@@ -35,13 +36,11 @@ export interface SkillTransition {
 type Moves = Partial<Record<SkillStatus, readonly [SkillStatus, SkillEffect]>>;
 
 const skillArchived = () =>
-  new HttpError(
+  refusal(
     409,
     RegistryReason.SkillArchived,
     'the skill is archived; archived skills cannot be changed',
-    {
-      rule: 'an archived skill cannot be changed',
-    },
+    'an archived skill cannot be changed',
   );
 
 const notPending = (from: SkillStatus) =>
@@ -94,13 +93,11 @@ const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) =
       ARCHIVED: ['ARCHIVED', 'none'],
     },
     refusal: () =>
-      new HttpError(
+      refusal(
         409,
         RegistryReason.SkillSuspended,
         'a suspended skill cannot be archived; contact support',
-        {
-          rule: 'a suspended skill cannot be archived',
-        },
+        'a suspended skill cannot be archived',
       ),
   },
   suspend: {
@@ -120,9 +117,7 @@ const MACHINE: Record<SkillEvent, { moves: Moves; refusal: (from: SkillStatus) =
 };
 
 function invalidState(message: string): HttpError {
-  const error = conflict(RegistryReason.InvalidState, message);
-  error.details.rule = message;
-  return error;
+  return refusal(409, RegistryReason.InvalidState, message, message);
 }
 
 /** The move `event` makes from `from`, or undefined when the machine has none (see `skillTransition`). */

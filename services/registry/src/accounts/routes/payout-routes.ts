@@ -1,9 +1,10 @@
-import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
 import type { Transaction } from 'kysely';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
+import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { NoBody } from '../../shared/schema';
 import { signerOf } from '../../shared/secrets';
@@ -29,11 +30,10 @@ function checkPayoutAddress(address: string, escrowAddress: string | null, field
   }
 }
 
+const CHALLENGE_RULE =
+  "must be a fresh payout-address challenge for this account, signed by the account's wallet";
 const payoutChangeRefused = (code: RegistryReason, message: string) =>
-  new HttpError(401, code, message, {
-    field: 'message',
-    rule: "must be a fresh payout-address challenge for this account, signed by the account's wallet",
-  });
+  refusal(401, code, message, CHALLENGE_RULE, 'message');
 
 /** The signed challenge, checked: this domain, account, wallet and chain, unexpired, signed by the account wallet. */
 function checkPayoutChange(
@@ -76,16 +76,11 @@ function checkPayoutChange(
       RegistryReason.PayoutChangeExpired,
       'the message expired: ask for a new challenge',
     );
-  if (signerOf(body.message, body.signature)?.toLowerCase() !== seller.wallet_address.toLowerCase())
-    throw new HttpError(
-      401,
-      RegistryReason.WalletSignatureInvalid,
-      "the signature is not by the account's wallet",
-      {
-        field: 'signature',
-        rule: "must be the account wallet's signature of the message",
-      },
-    );
+  if (signerOf(body.message, body.signature)?.toLowerCase() !== seller.wallet_address.toLowerCase()) {
+    const rule = "must be the account wallet's signature of the message";
+    const message = "the signature is not by the account's wallet";
+    throw refusal(401, RegistryReason.WalletSignatureInvalid, message, rule, 'signature');
+  }
   checkPayoutAddress(fields.newPayoutAddress, config.escrowAddress, 'message');
   return fields;
 }

@@ -1,4 +1,4 @@
-import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute } from '@paygate/http';
 import type { Request, Response } from 'express';
 import { sql, type Transaction } from 'kysely';
 import { SiweMessage } from 'siwe';
@@ -6,6 +6,7 @@ import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import { issueSessionToken } from '../../auth/sessions';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
+import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { NoBody } from '../../shared/schema';
 import {
@@ -22,10 +23,7 @@ import { changeCredentials, publishSellerUpdated, type SellerRow, toAccount } fr
 import { NonceResponse, SignOutResponse, VerifyRequest, VerifyResponse } from '../schemas';
 
 const siweRefused = (code: RegistryReason, message: string) =>
-  new HttpError(401, code, message, {
-    field: 'message',
-    rule: 'must be a fresh sign-in message for this domain',
-  });
+  refusal(401, code, message, 'must be a fresh sign-in message for this domain', 'message');
 
 function parseSiwe(text: string): SiweMessage {
   try {
@@ -74,15 +72,9 @@ async function checkSignInMessage(
     );
   }
   if (signerOf(message.prepareMessage(), body.signature) !== message.address) {
-    throw new HttpError(
-      401,
-      RegistryReason.SiweInvalidSignature,
-      'signature does not match the address of the message',
-      {
-        field: 'signature',
-        rule: 'must be the signature of the message by its address',
-      },
-    );
+    const message = 'signature does not match the address of the message';
+    const rule = 'must be the signature of the message by its address';
+    throw refusal(401, RegistryReason.SiweInvalidSignature, message, rule, 'signature');
   }
   const verdict = await message.verify(
     { signature: body.signature, domain: rc.siweDomain, time: now.toISOString() },

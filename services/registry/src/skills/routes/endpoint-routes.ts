@@ -1,8 +1,9 @@
-import { type AnyRoute, conflict, defineRoute, HttpError, notFound } from '@paygate/http';
+import { type AnyRoute, conflict, defineRoute, notFound } from '@paygate/http';
 import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { HttpMethod, RegistryDatabase } from '../../db';
+import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { NoBody } from '../../shared/schema';
@@ -34,15 +35,9 @@ import { EndpointParams, endpointIdParam, idempotencyKey, NameParams, type Skill
 function refuseClashingRoute(others: EndpointRow[], candidate: { method: string; path: string }): void {
   const { method, path } = candidate;
   if (others.some((e) => e.method === method && e.path === path)) {
-    throw new HttpError(
-      409,
-      RegistryReason.EndpointExists,
-      `${method} ${path} already exists on this skill`,
-      {
-        field: 'path',
-        rule: 'must be unique per method within the skill',
-      },
-    );
+    const message = `${method} ${path} already exists on this skill`;
+    const rule = 'must be unique per method within the skill';
+    throw refusal(409, RegistryReason.EndpointExists, message, rule, 'path');
   }
   refuseAmbiguousPath('path', candidate, others);
 }
@@ -87,24 +82,15 @@ async function addEndpoint(
   const transition = skillTransition(current.skill.status, 'endpoints_changed');
   const active = current.endpoints.filter((e) => e.active);
   if (active.length >= MAX_ENDPOINTS_PER_SKILL) {
-    throw new HttpError(
-      409,
-      RegistryReason.TooManyEndpoints,
-      `a skill has at most ${MAX_ENDPOINTS_PER_SKILL} active endpoints`,
-      {
-        field: 'endpoints',
-        rule: `at most ${MAX_ENDPOINTS_PER_SKILL}`,
-      },
-    );
+    const message = `a skill has at most ${MAX_ENDPOINTS_PER_SKILL} active endpoints`;
+    const rule = `at most ${MAX_ENDPOINTS_PER_SKILL}`;
+    throw refusal(409, RegistryReason.TooManyEndpoints, message, rule, 'endpoints');
   }
   // Deactivated endpoints stay in the skill (and in every skill.updated): their number is bounded too.
   if (current.endpoints.length >= MAX_ENDPOINT_ROWS_PER_SKILL) {
-    throw new HttpError(
-      409,
-      RegistryReason.TooManyEndpoints,
-      `a skill keeps at most ${MAX_ENDPOINT_ROWS_PER_SKILL} endpoints, deactivated ones included; create another skill`,
-      { field: 'endpoints', rule: `at most ${MAX_ENDPOINT_ROWS_PER_SKILL} in all` },
-    );
+    const message = `a skill keeps at most ${MAX_ENDPOINT_ROWS_PER_SKILL} endpoints, deactivated ones included; create another skill`;
+    const rule = `at most ${MAX_ENDPOINT_ROWS_PER_SKILL} in all`;
+    throw refusal(409, RegistryReason.TooManyEndpoints, message, rule, 'endpoints');
   }
   refuseClashingRoute(active, input);
   await insertEndpoint(trx, current.skill.id, input, now);

@@ -1,9 +1,10 @@
-import { type AnyRoute, badRequest, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute } from '@paygate/http';
 import type { Static } from '@sinclair/typebox';
 import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
 import type { RegistryDatabase } from '../../db';
+import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
 import { newId } from '../../shared/secrets';
@@ -48,12 +49,9 @@ async function refuseSkillOverLimit(trx: Transaction<RegistryDatabase>, sellerId
     .where('seller_id', '=', sellerId)
     .executeTakeFirstOrThrow();
   if (Number(held) >= maxSkills) {
-    throw new HttpError(
-      409,
-      RegistryReason.SkillLimitReached,
-      `a seller holds at most ${maxSkills} skills, archived ones included; ask the operator for more`,
-      { field: 'name', rule: `at most ${maxSkills} skills per seller` },
-    );
+    const message = `a seller holds at most ${maxSkills} skills, archived ones included; ask the operator for more`;
+    const rule = `at most ${maxSkills} skills per seller`;
+    throw refusal(409, RegistryReason.SkillLimitReached, message, rule, 'name');
   }
 }
 
@@ -87,10 +85,8 @@ async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string,
     .returning('id')
     .executeTakeFirst();
   if (!inserted) {
-    throw new HttpError(409, RegistryReason.SkillNameTaken, `a skill named ${body.name} already exists`, {
-      field: 'name',
-      rule: 'must be unique',
-    });
+    const message = `a skill named ${body.name} already exists`;
+    throw refusal(409, RegistryReason.SkillNameTaken, message, 'must be unique', 'name');
   }
   for (const e of skill.endpoints) await insertEndpoint(trx, skillId, e, now);
   return skillId;
