@@ -1,5 +1,5 @@
 import type { BusTables } from '@paygate/bus';
-import type { CheckoutMatchingMode } from '@paygate/contracts';
+import type { CheckoutMatchingMode, EventData } from '@paygate/contracts';
 import type { Kysely, Transaction } from 'kysely';
 
 export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired' | 'refunded';
@@ -21,14 +21,8 @@ export interface SellersTable {
   updated_at: Date;
 }
 
-export interface SkillEndpointRow {
-  endpointId: string;
-  path: string;
-  method: string;
-  description: string;
-  price: string;
-  active: boolean;
-}
+/** An endpoint as skill.updated carries it, less its health (no concern of checkout's). */
+export type SkillEndpointRow = Omit<EventData<'skill.updated'>['endpoints'][number], 'isHealthy'>;
 
 export interface SkillsTable {
   skill_id: string;

@@ -28,7 +28,7 @@ export interface NewSession {
 }
 
 /** A created (or replayed) session and its public object, built once. */
-export interface CreatedSession {
+interface CreatedSession {
   session: SessionRow;
   snapshot: SessionSnapshot;
 }
@@ -40,9 +40,7 @@ export interface IdempotencyClaim {
 
 const SWEEP_BATCH = 500;
 
-function newSessionId(): string {
-  return `cs_${randomBytes(16).toString('hex')}`;
-}
+const newSessionId = () => `cs_${randomBytes(16).toString('hex')}`;
 
 /** How many times amount allocation runs when a concurrent insert took the amount it picked. */
 const MAX_ALLOCATION_ATTEMPTS = 4;

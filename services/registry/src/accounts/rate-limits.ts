@@ -51,12 +51,8 @@ export function signInRateLimits(db: Kysely<RegistryDatabase>, config: RegistryC
     /** On the sign-in routes and payout challenges, counted per client address (429 with Retry-After). */
     guard(routes: AnyRoute[]): void {
       for (const { path, limiter, key, what, refusal } of limits) {
-        const middleware = rateLimitMiddleware(
-          limiter,
-          (req) => `${key}:${addressBucket(req.ip ?? '')}`,
-          what,
-        );
-        guardRoute(routes, 'post', path, [middleware], { '429': refusal });
+        const bucket = (req: Request) => `${key}:${addressBucket(req.ip ?? '')}`;
+        guardRoute(routes, 'post', path, [rateLimitMiddleware(limiter, bucket, what)], { '429': refusal });
       }
     },
     /** Counts a new account of the request's client address; throws the 429 when over the hour's limit. */

@@ -17,9 +17,7 @@ export interface SkillWithEndpoints {
   endpoints: EndpointRow[];
 }
 
-function skillBaseUrl(publicBaseUrl: string, name: string): string {
-  return `${publicBaseUrl}/api/v1/skills/${name}`;
-}
+const skillBaseUrl = (publicBaseUrl: string, name: string) => `${publicBaseUrl}/api/v1/skills/${name}`;
 
 export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
   const baseUrl = skillBaseUrl(publicBaseUrl, skill.name);

@@ -97,15 +97,9 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
   }
 
   private probe(state: SkillWithEndpoints, e: EndpointRow) {
-    return probeEndpoint(
-      this.sellers,
-      endpointUrl(state.skill.api_base_url, e),
-      this.rc.config.validationTimeoutMs,
-      {
-        method: e.method,
-        pathHasParameters: e.path.includes('/:'),
-      },
-    );
+    const options = { method: e.method, pathHasParameters: e.path.includes('/:') };
+    const url = endpointUrl(state.skill.api_base_url, e);
+    return probeEndpoint(this.sellers, url, this.rc.config.validationTimeoutMs, options);
   }
 
   /** The first failure (undefined: passed) and each probed endpoint's health; probing stops at the first failure. */
