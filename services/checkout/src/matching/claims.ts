@@ -34,8 +34,7 @@ export class LedgerClaims {
     transfer: TransferToClaim,
     claimedVia: ClaimedVia,
     reference: string,
-    underpaidSessionId?: string,
-    payment?: LedgerClaimRequest['payment'],
+    { underpaidSessionId, payment }: Pick<LedgerClaimRequest, 'underpaidSessionId' | 'payment'> = {},
   ): Promise<ClaimAnswer> {
     const answer = await this.client.claim({
       chainId: transfer.chain_id,

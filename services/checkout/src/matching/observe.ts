@@ -123,8 +123,7 @@ async function decideMatch(
     },
     'checkout',
     session.session_id,
-    undefined,
-    payment,
+    { payment },
   );
   if (claim.ok) {
     const paymentId = claim.paymentId ?? payment?.paymentId;

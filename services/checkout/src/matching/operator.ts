@@ -47,7 +47,7 @@ export async function attachTransfer(
   const outcome = outcomeFor(session, transfer.amount_micro, now);
   // The ledger books the session's payment with checkout's claim (none for an underpaid session).
   const payment = sessionPaymentOf(session, transfer, outcome);
-  const claim = await deps.claims.claim(transfer, 'checkout', sessionId, undefined, payment);
+  const claim = await deps.claims.claim(transfer, 'checkout', sessionId, { payment });
   if (!claim.ok) return refusal(deps, trx, transfer, claim);
   const attached = await trx
     .updateTable('transfers')
@@ -61,14 +61,8 @@ export async function attachTransfer(
     .where('transfer_id', '=', transferId)
     .returningAll()
     .executeTakeFirstOrThrow();
-  const updated = await applyToSession(
-    deps,
-    trx,
-    session,
-    attached,
-    outcome,
-    claim.paymentId ?? payment?.paymentId,
-  );
+  const paymentId = claim.paymentId ?? payment?.paymentId;
+  const updated = await applyToSession(deps, trx, session, attached, outcome, paymentId);
   return { transfer: attached, session: updated };
 }
 
@@ -87,12 +81,10 @@ export async function markTransferForRefund(
   // Decided now by the owner of the money: a transfer a payment claimed meanwhile is refused (409), not
   // marked and then dropped by the ledger. An underpaid session's transfer is held by checkout's claim for
   // that session, which paid for nothing: the ledger lets the refund take it over unless a payment is booked.
-  const claim = await deps.claims.claim(
-    transfer,
-    'operator_refund',
-    transfer.transfer_id,
-    session?.session_id,
-  );
+  const underpaidSessionId = session?.session_id;
+  const claim = await deps.claims.claim(transfer, 'operator_refund', transfer.transfer_id, {
+    underpaidSessionId,
+  });
   if (!claim.ok) return refusal(deps, trx, transfer, claim);
   const refundRequestId = newRefundRequestId();
   const updated = await trx

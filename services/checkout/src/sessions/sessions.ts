@@ -98,7 +98,7 @@ export class SessionStore {
    * One statement (one round trip): the session at price + the first free suffix after a random start, its
    * idempotency record and event. Undefined when a cap, a full price or a race left nothing written.
    */
-  async insertWithUniqueAmount(
+  private async insertWithUniqueAmount(
     input: NewSession,
     idempotency?: IdempotencyClaim,
   ): Promise<CreatedSession | undefined> {
@@ -123,7 +123,7 @@ export class SessionStore {
   }
 
   /** One statement: the session at its own deposit address, its record and both events; undefined at the cap. */
-  async insertAtDepositAddress(
+  private async insertAtDepositAddress(
     input: NewSession,
     idempotency?: IdempotencyClaim,
   ): Promise<CreatedSession | undefined> {

@@ -145,10 +145,8 @@ export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
     handler: async (req, res) => {
       const input = checkEndpointInput('', req.body);
       await idempotent(kit.rc.ctx.db, req, res, currentSeller(req).id, async () => {
-        const now = kit.rc.config.now();
-        const state = await kit.rc.ctx.inTransaction((trx) => addEndpoint(kit, trx, req, input, now));
-        kit.validation.kick();
-        return { status: 201, body: kit.render(state) };
+        const skill = await kit.change((trx, now) => addEndpoint(kit, trx, req, input, now));
+        return { status: 201, body: skill };
       });
     },
   });
@@ -172,12 +170,8 @@ export function patchEndpointRoute(kit: SkillRouteKit): AnyRoute {
       const endpointId = endpointIdParam(req);
       const path = body.path === undefined ? undefined : checkEndpointPath('path', body.path);
       const priceMicro = body.priceUsdc === undefined ? undefined : parsePrice('priceUsdc', body.priceUsdc);
-      const now = kit.rc.config.now();
-      const state = await kit.rc.ctx.inTransaction((trx) =>
-        changeEndpoint(kit, trx, req, endpointId, { ...body, path, priceMicro }, now),
-      );
-      kit.validation.kick();
-      res.json(kit.render(state));
+      const change = { ...body, path, priceMicro };
+      res.json(await kit.change((trx, now) => changeEndpoint(kit, trx, req, endpointId, change, now)));
     },
   });
 }
@@ -194,8 +188,7 @@ export function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
     errors: { '404': 'no such skill or endpoint', '409': 'skill_archived' },
     handler: async (req, res) => {
       const endpointId = endpointIdParam(req);
-      const now = kit.rc.config.now();
-      const state = await kit.rc.ctx.inTransaction(async (trx) => {
+      const skill = await kit.change(async (trx, now) => {
         const { current, transition, endpoint } = await ownedEndpoint(kit, trx, req, endpointId);
         if (!endpoint.active) return current;
         await trx
@@ -205,8 +198,7 @@ export function deactivateEndpointRoute(kit: SkillRouteKit): AnyRoute {
           .execute();
         return afterEndpointChange(trx, current, transition, kit.base, now);
       });
-      kit.validation.kick();
-      res.json(kit.render(state));
+      res.json(skill);
     },
   });
 }

@@ -89,6 +89,13 @@ export function skillRouteKit(rc: RegistryContext, validation: ValidationKicker)
     operator: operatorRouteAuth(rc),
     base,
     render: (state: SkillWithEndpoints) => toSkill(base, state),
+    /** A change of what the checker looks at, in one transaction at one `now`; then the checker is woken. */
+    change: async (work: (trx: Transaction<RegistryDatabase>, now: Date) => Promise<SkillWithEndpoints>) => {
+      const now = rc.config.now();
+      const state = await rc.ctx.inTransaction((trx) => work(trx, now));
+      validation.kick();
+      return toSkill(base, state);
+    },
     // The seller's skill named in the path (404 when it has none of this name), locked or not; or any seller's.
     ownedSkill: (trx: Transaction<RegistryDatabase>, req: Request) =>
       found(loadSkill(trx, { name: nameParam(req), sellerId: currentSeller(req).id }, { forUpdate: true })),

@@ -191,7 +191,7 @@ async function replaceSkillMd(
 
 /** The seller's own skills: create, with its endpoints and generated SKILL.md, validated in the background. */
 export function createSkillRoute(kit: SkillRouteKit): AnyRoute {
-  const { rc, render, validation } = kit;
+  const { rc } = kit;
   return defineRoute({
     method: 'post',
     path: '/api/v1/manage/skills',
@@ -205,15 +205,13 @@ export function createSkillRoute(kit: SkillRouteKit): AnyRoute {
       const skill = await checkNewSkill(rc, req.body);
       const seller = currentSeller(req);
       await idempotent(rc.ctx.db, req, res, seller.id, async () => {
-        const now = rc.config.now();
-        const state = await rc.ctx.inTransaction(async (trx) => {
+        const created = await kit.change(async (trx, now) => {
           await refuseSkillOverLimit(trx, seller.id, rc.config.maxSkillsPerSeller);
           const skillId = await insertSkill(trx, seller.id, skill, now);
           await regenerateSkillMd(trx, skillId, kit.base);
           return commitSkillChange(trx, skillId, now);
         });
-        validation.kick();
-        return { status: 201, body: render(state) };
+        return { status: 201, body: created };
       });
     },
   });
@@ -267,7 +265,7 @@ export function getSkillMdRoute({ auth, readOwnedSkill }: SkillRouteKit): AnyRou
 }
 
 export function patchSkillRoute(kit: SkillRouteKit): AnyRoute {
-  const { rc, render, validation } = kit;
+  const { rc } = kit;
   return defineRoute({
     method: 'patch',
     path: '/api/v1/manage/skills/:name',
@@ -282,12 +280,8 @@ export function patchSkillRoute(kit: SkillRouteKit): AnyRoute {
       const apiBaseUrl =
         body.apiBaseUrl === undefined ? undefined : await checkSellerUrl(rc, 'apiBaseUrl', body.apiBaseUrl);
       const categories = body.categories === undefined ? undefined : normalizeCategories(body.categories);
-      const now = rc.config.now();
-      const state = await rc.ctx.inTransaction((trx) =>
-        patchSkill(kit, trx, req, { ...body, apiBaseUrl, categories }, now),
-      );
-      validation.kick();
-      res.json(render(state));
+      const patch = { ...body, apiBaseUrl, categories };
+      res.json(await kit.change((trx, now) => patchSkill(kit, trx, req, patch, now)));
     },
   });
 }
