@@ -195,12 +195,8 @@ export class SessionStore {
       const previous = await this.replayed(input, idempotency);
       if (previous) return previous;
       await this.limits?.admitSeller(input.sellerId);
-      throw new RetryLaterError(
-        503,
-        CheckoutReason.SessionNotCreated,
-        'the session could not be created; retry',
-        1,
-      );
+      const message = 'the session could not be created; retry';
+      throw new RetryLaterError(503, CheckoutReason.SessionNotCreated, message, 1);
     } catch (error) {
       if (idempotency && isUniqueViolation(error, 'idempotency_keys_pkey')) {
         const previous = await this.replayed(input, idempotency);
@@ -323,14 +319,11 @@ export class SessionStore {
       query = onlySessionId ? query.where('session_id', '=', onlySessionId) : query.skipLocked();
       const due = await query.execute();
       if (due.length === 0) return 0;
+      const ids = due.map((d) => d.session_id);
       const rows = await trx
         .updateTable('sessions')
         .set({ status: 'expired', updated_at: now })
-        .where(
-          'session_id',
-          'in',
-          due.map((d) => d.session_id),
-        )
+        .where('session_id', 'in', ids)
         .returningAll()
         .execute();
       for (const row of rows) await enqueueSessionEvent(trx, 'checkout.session_expired', row, this.config);

@@ -192,12 +192,8 @@ function verifyRoute(rc: RegistryContext): AnyRoute {
       const message = await checkSignInMessage(rc, req.body, now);
       const result = await rc.ctx.inTransaction((trx) => signInOrSignUp(rc, trx, message, { req, res }, now));
 
-      const session = await issueSessionToken(
-        result.seller.id,
-        rc.config.sessionSecret,
-        now,
-        rc.config.sessionTtlMs,
-      );
+      const { sessionSecret, sessionTtlMs } = rc.config;
+      const session = await issueSessionToken(result.seller.id, sessionSecret, now, sessionTtlMs);
       res.status(result.apiKey ? 201 : 200).json({
         sessionToken: session.token,
         expiresAt: session.expiresAt.toISOString(),

@@ -60,10 +60,8 @@ export async function skillPage<T>(
     .limit(limit + 1)
     .execute();
   const page = rows.slice(0, limit);
-  const endpoints = await loadEndpoints(
-    db,
-    page.map((r) => r.id),
-  );
+  const ids = page.map((r) => r.id);
+  const endpoints = await loadEndpoints(db, ids);
   return {
     data: page.map((skill) => view({ skill, endpoints: endpoints.get(skill.id) ?? [] })),
     nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1]!.name).toString('base64url') : null,
