@@ -21,7 +21,6 @@ const refused = (status: number, code: CheckoutReason, message: string, field: s
 const keyRefused = (code: CheckoutReason, message: string, rule: string) =>
   refused(401, code, message, 'Authorization', rule);
 
-/** What creating a session needs. */
 interface SessionCreatorDeps {
   config: CheckoutConfig;
   store: SessionStore;

@@ -156,7 +156,6 @@ export class SessionStore {
     return { session: row, snapshot: event.data };
   }
 
-  /** Opens the creation pool's connections before the first request. */
   warm(): Promise<void> {
     return this.createStatement.warm();
   }

@@ -46,7 +46,6 @@ async function applyAccountPatch(
   });
 }
 
-/** The account and its settings. */
 export function accountSettingsRoutes(rc: RegistryContext): AnyRoute[] {
   return [getAccountRoute(rc), patchAccountRoute(rc)];
 }
