@@ -13,7 +13,7 @@ const depositKeys = HDNodeWallet.fromMnemonic(
 );
 
 /**
- * Session deposit addresses (security issue, point 3): the indexer learns them from `deposit.address_assigned`,
+ * Session deposit addresses: the indexer learns them from `deposit.address_assigned`,
  * reports transfers to them (also one paid before it heard of the address, and one paid while it was down), not
  * a transfer to an address nobody assigned, and not settlement's sweep of one into escrow (an internal move).
  */

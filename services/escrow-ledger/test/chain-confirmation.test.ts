@@ -1,5 +1,5 @@
 /**
- * Issue 19 ("Storm-proof"), found by make chaos (seeds 1873821474, 332867436): x402 books a relayed transfer from
+ * Found by make chaos (seeds 1873821474, 332867436): x402 books a relayed transfer from
  * payment.confirmed once it is included, before CONFIRMATIONS; a reorg that dropped it left the ledger above the
  * chain for good (the indexer never saw it, so no transfer.reorged came). Real anvil, Postgres and NATS: the
  * ledger holds such a payment back until the chain confirms it, reverses it when its transaction is gone

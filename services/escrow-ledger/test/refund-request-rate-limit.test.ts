@@ -1,6 +1,6 @@
 /**
  * Buyers' refund requests are unauthenticated (a wallet signature decides): each is counted per client address
- * before any work (security issue, point 6); over the limit a 429 with Retry-After and the shared error body.
+ * before any work; over the limit a 429 with Retry-After and the shared error body.
  *
  *   npx jest --ci services/escrow-ledger/test/refund-request-rate-limit.test.ts
  */

@@ -28,7 +28,7 @@ import { type Kysely, sql } from 'kysely';
 import { type MoneyServices, startMoneyServices } from './money-services';
 
 /**
- * Issue 9, points 1 and 2: one on-chain transfer buys exactly one thing whatever payment path claims it (402 proof,
+ * One on-chain transfer buys exactly one thing whatever payment path claims it (402 proof,
  * POST /api/verify, checkout session), and a transfer any path claimed is never shown as unmatched money.
  * Real anvil + TestUSDC, two gateway-proxy replicas, chain-indexer, checkout, escrow-ledger and settlement on
  * real Postgres and JetStream. The gateway accepts a proof at 1 confirmation while the indexer reports a

@@ -1,5 +1,5 @@
 /**
- * Issue 19 (make chaos, full seed 1482062104: reconciliation −0.106 after a depth-3 dropping reorg): a transfer
+ * Found by make chaos (full seed 1482062104: reconciliation −0.106 after a depth-3 dropping reorg): a transfer
  * that paid for nothing, refunded to its payer by an operator, then dropped by a reorg. The refund left escrow
  * (or will: a booked refund is sent), the money never arrived, and the reversal took nothing out of escrow_asset,
  * so the ledger stayed above the chain by the whole transfer. Real anvil, Postgres and NATS: the dropped amount

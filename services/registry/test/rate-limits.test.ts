@@ -1,5 +1,5 @@
 /**
- * Sign-in's rate limits per client address (security issue, point 6): SIWE nonces (one insert each) and new
+ * Sign-in's rate limits per client address: SIWE nonces (one insert each) and new
  * accounts are bounded; over the limit a 429 with Retry-After and the shared error body, and nothing is stored.
  *
  *   npx jest --ci services/registry/test/rate-limits.test.ts

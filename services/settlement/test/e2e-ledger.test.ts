@@ -350,7 +350,7 @@ describe('settlement + escrow-ledger end to end', () => {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     }).then((r) => r.json() as Promise<any>);
 
-  it('a seller cannot drain the shared escrow by refunding its own purchase after its payout (issue point 1)', async () => {
+  it('a seller cannot drain the shared escrow by refunding its own purchase after its payout', async () => {
     // Other sellers' money is in escrow: a held 10 USDC sale of sel_e2e.
     await nextDay();
     await pay('10', 24);
@@ -414,7 +414,7 @@ describe('settlement + escrow-ledger end to end', () => {
     expect(report.chainBalance).toBe(report.ledgerBalance);
   });
 
-  it("pays the platform's 5% to the treasury once, only what platform revenue holds, reconciled (issue point 9)", async () => {
+  it("pays the platform's 5% to the treasury once, only what platform revenue holds, reconciled", async () => {
     const revenue = (
       await sql<any>`select balance_micro from accounts where kind = 'platform_revenue'`.execute(h.ledgerDb)
     ).rows[0].balance_micro as bigint;
