@@ -1,11 +1,10 @@
 import { EventTooLargeError, enqueueEvent, MAX_EVENT_BYTES } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
-import { HttpError } from '@paygate/http';
 import { formatDollars, formatUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import type { Kysely, Selectable, Transaction } from 'kysely';
 import type { EndpointsTable, HttpMethod, RegistryDatabase, SkillsTable } from '../db';
-import { SkillVanishedError } from '../errors';
+import { refusal, SkillVanishedError } from '../errors';
 import { RegistryReason } from '../reasons';
 import { newId } from '../shared/secrets';
 import { generateSkillMd, skillMdVersion } from './skill-md';
@@ -220,11 +219,8 @@ async function publishSkillUpdated(
   } catch (error) {
     if (!(error instanceof EventTooLargeError)) throw error;
     // Nothing is stored: the request's transaction rolls back.
-    throw new HttpError(
-      413,
-      RegistryReason.SkillTooLarge,
-      `with this change the skill would be ${error.bytes} bytes as an event, over the ${MAX_EVENT_BYTES} bytes one may carry: shorten descriptions or remove endpoints`,
-      { field: 'endpoints', rule: `the skill as JSON at most ${MAX_EVENT_BYTES} bytes` },
-    );
+    const message = `with this change the skill would be ${error.bytes} bytes as an event, over the ${MAX_EVENT_BYTES} bytes one may carry: shorten descriptions or remove endpoints`;
+    const rule = `the skill as JSON at most ${MAX_EVENT_BYTES} bytes`;
+    throw refusal(413, RegistryReason.SkillTooLarge, message, rule, 'endpoints');
   }
 }

@@ -1,8 +1,9 @@
-import { type AnyRoute, defineRoute, HttpError } from '@paygate/http';
+import { type AnyRoute, defineRoute } from '@paygate/http';
 import { requireWalletSession } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
 import { currentSeller, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
+import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { parseUsdcAmountIn } from '../../shared/schema';
 import { newWebhookSecret } from '../../shared/secrets';
@@ -80,12 +81,10 @@ function patchAccountRoute(rc: RegistryContext): AnyRoute {
       // The payout address decides where the money goes: only a fresh signature by the account wallet moves
       // it (a stolen session token or API key must not), through its own route.
       if (body.payoutAddress !== undefined) {
-        throw new HttpError(
-          403,
-          RegistryReason.WalletSignatureRequired,
-          'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }',
-          { field: 'payoutAddress', rule: 'must be changed with a signature by the account wallet' },
-        );
+        const message =
+          'changing the payout address needs a fresh signature by the account wallet: POST /api/v1/account/payout-address/challenge { payoutAddress }, sign the message with the wallet, then POST /api/v1/account/payout-address { message, signature }';
+        const rule = 'must be changed with a signature by the account wallet';
+        throw refusal(403, RegistryReason.WalletSignatureRequired, message, rule, 'payoutAddress');
       }
       // Webhooks carry the seller's payment events (and announce payout changes): the wallet's session only.
       if (body.webhookUrl !== undefined) requireWalletSession(req.credential, 'changing the webhook URL');
