@@ -141,7 +141,8 @@ export async function checkoutSessionsRanInTheirSellersMode(run: InvariantInputs
     );
   const chosen = await run.client.query(`select distinct checkout_matching as mode from checkout.sellers`);
   for (const { mode } of chosen.rows as Array<{ mode: keyof LoadRecord['checkoutPaidByMode'] }>) {
-    if ((sessions.rowCount ?? 0) > 0 && (run.record.checkoutPaidByMode[mode] ?? 0) === 0) problems.push(`no session paid by ${mode}`);
+    if ((sessions.rowCount ?? 0) > 0 && (run.record.checkoutPaidByMode[mode] ?? 0) === 0)
+      problems.push(`no session paid by ${mode}`);
   }
   const paid = run.record.checkoutPaidByMode;
   return {
