@@ -121,7 +121,8 @@ function exportedMetrics(): Set<string> {
       for (const file of files) {
         const text = readFileSync(file, 'utf8');
         for (const m of text.matchAll(
-          /new (?:Gauge|Counter|Histogram|Summary)\(\{\s*name:\s*'([a-z_:][a-z0-9_:]*)'/g,
+          // A metric's constructor, or a one-argument factory over it (the ledger's `gauge(name, help)`).
+          /(?:new (?:Gauge|Counter|Histogram|Summary)\(\{\s*name:\s*|\b(?:gauge|counter)\(\s*)'([a-z_:][a-z0-9_:]*)'/g,
         ))
           names.add(m[1]!);
       }
