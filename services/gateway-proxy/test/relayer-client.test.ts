@@ -1,7 +1,7 @@
 /**
  * The gateway's relayer status, against a relayer.status responder on the real NATS: a paid call waits for the first
  * answer; a fresh answer is reused; an older "available" answers at once while a fresh status is asked for beside
- * it; "unavailable", or an answer older than AVAILABLE_STALE_MS, is asked again and waited for.
+ * it; "unavailable" (after UNAVAILABLE_STATUS_TTL_MS), or an answer older than AVAILABLE_STALE_MS, is asked again and waited for.
  */
 import { type Bus, type RpcServer, serveRpc } from '@paygate/bus';
 import type { RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
@@ -10,6 +10,7 @@ import {
   AVAILABLE_STALE_MS,
   RelayerClient,
   STATUS_TTL_MS,
+  UNAVAILABLE_STATUS_TTL_MS,
 } from '../src/x402/mechanisms/exact-evm/relayer-client';
 
 let env: TestEnvironment;
@@ -99,6 +100,21 @@ describe('RelayerClient.available', () => {
     clock += AVAILABLE_STALE_MS + 1;
     expect(await client.available()).toBe(false);
     expect(asked).toBe(4);
+  });
+
+  it('asks again UNAVAILABLE_STATUS_TTL_MS after "unavailable": a relayer that comes back is offered within it', async () => {
+    let clock = 2_000_000;
+    const client = new RelayerClient(bus, 2000, () => clock);
+    asked = 0;
+    relayerAvailable = false;
+    expect(await client.available()).toBe(false);
+    relayerAvailable = true;
+    clock += UNAVAILABLE_STATUS_TTL_MS;
+    expect(await client.available()).toBe(false);
+    expect(asked).toBe(1);
+    clock += 1;
+    expect(await client.available()).toBe(true);
+    expect(asked).toBe(2);
   });
 });
 

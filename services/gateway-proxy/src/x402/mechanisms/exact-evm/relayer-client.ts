@@ -2,6 +2,8 @@ import { type Bus, RpcUnavailableError, requestRpc } from '@paygate/bus';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 
 export const STATUS_TTL_MS = 3000;
+/** An "unavailable" is asked again this soon: a relayer that comes back (a restart, a refill) is offered within it. */
+export const UNAVAILABLE_STATUS_TTL_MS = 250;
 /** A payment may go on an older "available" this long while a fresh status is asked for beside it. */
 export const AVAILABLE_STALE_MS = 30_000;
 
@@ -44,8 +46,14 @@ export class RelayerClient {
 
   /** Without waiting (undefined before the first answer): the 402 path uses it. */
   knownAvailable(): boolean | undefined {
-    if (!this.status || this.now() - this.status.at > STATUS_TTL_MS) void this.currentStatus();
+    if (!this.freshStatus()) void this.currentStatus();
     return this.status?.reply.available;
+  }
+
+  private freshStatus(): RelayerStatusReply | undefined {
+    if (!this.status) return undefined;
+    const ttlMs = this.status.reply.available ? STATUS_TTL_MS : UNAVAILABLE_STATUS_TTL_MS;
+    return this.now() - this.status.at <= ttlMs ? this.status.reply : undefined;
   }
 
   /** "available", shown within AVAILABLE_STALE_MS by that status or by a submission's answer. */
@@ -57,7 +65,8 @@ export class RelayerClient {
 
   /** Asked for once STATUS_TTL_MS old (one request at a time). */
   async currentStatus(): Promise<RelayerStatusReply> {
-    if (this.status && this.now() - this.status.at <= STATUS_TTL_MS) return this.status.reply;
+    const fresh = this.freshStatus();
+    if (fresh) return fresh;
     this.statusInFlight ??= (async () => {
       let reply: RelayerStatusReply;
       try {
