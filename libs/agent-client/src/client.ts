@@ -73,6 +73,14 @@ export class PaymentRequirementsError extends Error {
   override name = 'PaymentRequirementsError';
 }
 
+/** The USDC transfer was mined but reverted: nothing was paid, and the call was not made. */
+export class TransferFailedError extends Error {
+  override name = 'TransferFailedError';
+  constructor(readonly txHash: string) {
+    super(`USDC transfer ${txHash} failed`);
+  }
+}
+
 /** The record of one payment the agent made. */
 export interface AgentPayment {
   url: string;
@@ -268,7 +276,7 @@ export class PaygateAgent {
         Math.max(1, requirements.confirmations),
         this.options.confirmationTimeoutMs ?? 120_000,
       );
-      if (receipt?.status !== 1) throw new Error(`USDC transfer ${tx.hash} failed`);
+      if (receipt?.status !== 1) throw new TransferFailedError(tx.hash);
       const from = await this.options.wallet.getAddress();
       const proof: PaymentProof = {
         txHash: tx.hash,

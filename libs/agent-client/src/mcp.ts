@@ -21,7 +21,7 @@ function paymentIdExtensions(
     | undefined;
   if (!declared || typeof declared !== 'object') return undefined;
   if (!PAYMENT_ID.test(paymentId)) {
-    throw new Error('paymentId must be 16 to 128 characters of A-Z, a-z, 0-9, _ and -');
+    throw new RangeError('paymentId must be 16 to 128 characters of A-Z, a-z, 0-9, _ and -');
   }
   return { [PAYMENT_IDENTIFIER]: { ...declared, info: { ...declared.info, id: paymentId } } };
 }
@@ -56,7 +56,7 @@ export async function signMcpPayment(
   paymentId: string,
 ): Promise<Record<string, unknown>> {
   if (!requirement.extra?.name || !requirement.extra.version) {
-    throw new Error('the requirement names no EIP-712 domain (extra.name, extra.version) for the token');
+    throw new TypeError('the requirement names no EIP-712 domain (extra.name, extra.version) for the token');
   }
   const nowSeconds = Math.floor(Date.now() / 1000);
   const authorization = {

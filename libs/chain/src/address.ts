@@ -1,11 +1,12 @@
 import { computeAddress, getAddress, zeroPadValue } from 'ethers';
+import { MalformedLogError } from './errors';
 
 /** EIP-55 checksummed form of an address; throws on anything that is not a 20-byte hex address. */
 export function formatAddress(address: string): string {
   try {
     return getAddress(address);
   } catch {
-    throw new Error(`invalid address "${address}"`);
+    throw new TypeError(`invalid address "${address}"`);
   }
 }
 
@@ -30,6 +31,7 @@ export function addressToTopic(address: string): string {
 
 /** Address in a 32-byte topic; throws when the upper 12 bytes are not zero. */
 export function topicToAddress(topic: string): string {
-  if (!/^0x0{24}[0-9a-fA-F]{40}$/.test(topic)) throw new Error(`topic ${topic} does not hold an address`);
+  if (!/^0x0{24}[0-9a-fA-F]{40}$/.test(topic))
+    throw new MalformedLogError(`topic ${topic} does not hold an address`);
   return getAddress(`0x${topic.slice(26)}`);
 }

@@ -1,4 +1,5 @@
 export * from './address';
+export * from './errors';
 export * from './logs';
 export * from './networks';
 export * from './provider';

@@ -70,9 +70,10 @@ export async function getTransferLogs(
 ): Promise<TransferLog[]> {
   const { fromBlock, toBlock, maxRangeBlocks } = options;
   for (const [field, value] of Object.entries({ fromBlock, toBlock, maxRangeBlocks })) {
-    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${field} must be a non-negative integer`);
+    if (!Number.isSafeInteger(value) || value < 0)
+      throw new RangeError(`${field} must be a non-negative integer`);
   }
-  if (maxRangeBlocks < 1) throw new Error('maxRangeBlocks must be at least 1');
+  if (maxRangeBlocks < 1) throw new RangeError('maxRangeBlocks must be at least 1');
   if (toBlock < fromBlock) return [];
 
   const token = formatAddress(options.token);

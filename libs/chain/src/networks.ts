@@ -54,7 +54,7 @@ export function isNetworkName(name: string): name is NetworkName {
 
 export function networkByName(name: string): Readonly<ChainNetwork> {
   if (!isNetworkName(name)) {
-    throw new Error(`unknown network "${name}"; expected one of: ${NETWORK_NAMES.join(', ')}`);
+    throw new RangeError(`unknown network "${name}"; expected one of: ${NETWORK_NAMES.join(', ')}`);
   }
   return networks[name];
 }
@@ -65,7 +65,7 @@ export function networkByChainId(chainId: number | bigint): Readonly<ChainNetwor
     const known = Object.values(networks)
       .map((n) => `${n.name}=${n.chainId}`)
       .join(', ');
-    throw new Error(`unknown chainId ${chainId}; expected one of: ${known}`);
+    throw new RangeError(`unknown chainId ${chainId}; expected one of: ${known}`);
   }
   return found;
 }
@@ -76,6 +76,6 @@ export function resolveUsdcAddress(
   configuredAddress?: string | null,
 ): string {
   const address = configuredAddress || network.usdcAddress;
-  if (!address) throw new Error(`network "${network.name}" has no built-in USDC address; configure one`);
+  if (!address) throw new RangeError(`network "${network.name}" has no built-in USDC address; configure one`);
   return address;
 }

@@ -8,6 +8,7 @@ import {
   makeError,
   Network,
 } from 'ethers';
+import { ChainMismatchError, RpcResultError } from './errors';
 
 /** Sends each call at once: ethers queues every call behind a drain timer of at least 1 ms, batch or not. */
 class PromptJsonRpcProvider extends JsonRpcProvider {
@@ -69,7 +70,7 @@ interface MakeProviderOptions {
 
 /** An ethers JsonRpcProvider with a request timeout and a static network. */
 export function makeProvider(rpcUrl: string, options: MakeProviderOptions): JsonRpcProvider {
-  if (!(options.timeoutMs > 0)) throw new Error(`timeoutMs must be positive, got ${options.timeoutMs}`);
+  if (!(options.timeoutMs > 0)) throw new RangeError(`timeoutMs must be positive, got ${options.timeoutMs}`);
   const request = new FetchRequest(rpcUrl);
   request.timeout = options.timeoutMs;
   const network = options.chainId === undefined ? undefined : Network.from(options.chainId);
@@ -90,9 +91,7 @@ export async function checkChainRpc(provider: JsonRpcProvider, chainId: number):
   const [served] = await Promise.all([provider.send('eth_chainId', []), provider.getBlockNumber()]);
   const servedChainId = Number(BigInt(served));
   if (servedChainId !== chainId) {
-    throw new Error(
-      `CHAIN_RPC_URL serves chain id ${servedChainId}, but CHAIN_NETWORK is chain id ${chainId}: point it at an RPC of that chain`,
-    );
+    throw new ChainMismatchError(servedChainId, chainId);
   }
   servedChainIds.set(provider, servedChainId);
 }
@@ -115,7 +114,9 @@ export async function fetchChainId(rpcUrl: string, options: { timeoutMs: number 
   }
   const body = response.bodyJson as { result?: string; error?: { message?: string } };
   if (typeof body.result !== 'string') {
-    throw new Error(`eth_chainId failed at ${rpcUrlForLogs(rpcUrl)}: ${body.error?.message ?? 'no result'}`);
+    throw new RpcResultError(
+      `eth_chainId failed at ${rpcUrlForLogs(rpcUrl)}: ${body.error?.message ?? 'no result'}`,
+    );
   }
   return Number(BigInt(body.result));
 }

@@ -8,10 +8,10 @@ export function eip681TransferUri(input: {
   amountMicro: bigint;
 }): string {
   if (typeof input.amountMicro !== 'bigint' || input.amountMicro < 0n) {
-    throw new Error(`amountMicro must be a non-negative bigint, got ${String(input.amountMicro)}`);
+    throw new RangeError(`amountMicro must be a non-negative bigint, got ${String(input.amountMicro)}`);
   }
   if (!Number.isSafeInteger(input.chainId) || input.chainId <= 0) {
-    throw new Error(`chainId must be a positive integer, got ${input.chainId}`);
+    throw new RangeError(`chainId must be a positive integer, got ${input.chainId}`);
   }
   const token = formatAddress(input.token);
   const to = formatAddress(input.to);

@@ -1,5 +1,6 @@
 import { id } from 'ethers';
 import { formatAddress, topicToAddress } from './address';
+import { MalformedLogError } from './errors';
 
 /** ERC-20 subset of USDC plus the EIP-3009/EIP-2612 reads Paygate uses, and the test-only `mint`. */
 export const usdcAbi = [
@@ -87,9 +88,10 @@ export interface TransferLog {
 }
 
 function toNumber(value: number | string | bigint | undefined, field: string): number {
-  if (value === undefined || value === null) throw new Error(`log has no ${field}`);
+  if (value === undefined || value === null) throw new MalformedLogError(`log has no ${field}`);
   const parsed = typeof value === 'number' ? value : Number(BigInt(value));
-  if (!Number.isSafeInteger(parsed) || parsed < 0) throw new Error(`log has invalid ${field}: ${value}`);
+  if (!Number.isSafeInteger(parsed) || parsed < 0)
+    throw new MalformedLogError(`log has invalid ${field}: ${value}`);
   return parsed;
 }
 

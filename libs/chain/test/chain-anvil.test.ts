@@ -81,6 +81,11 @@ describe('chain against anvil', () => {
         await expect(checkChainRpc(provider, 8453)).rejects.toThrow(
           'CHAIN_RPC_URL serves chain id 31337, but CHAIN_NETWORK is chain id 8453',
         );
+        await expect(checkChainRpc(provider, 8453)).rejects.toMatchObject({
+          name: 'ChainMismatchError',
+          servedChainId: 31337,
+          expectedChainId: 8453,
+        });
         const silent = makeProvider(silentUrl, { timeoutMs: 300, chainId: 31337 });
         await expect(checkChainRpc(silent, 31337)).rejects.toThrow(/timeout/i);
         silent.destroy();

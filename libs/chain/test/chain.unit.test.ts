@@ -2,6 +2,7 @@ import { Interface, makeError, zeroPadValue } from 'ethers';
 import {
   addressOfPrivateKey,
   addressToTopic,
+  ChainError,
   decodeTransferLog,
   eip681TransferUri,
   formatAddress,
@@ -9,6 +10,7 @@ import {
   isRangeTooLargeError,
   type LogLike,
   type LogsProvider,
+  MalformedLogError,
   networkByChainId,
   networkByName,
   networks,
@@ -60,6 +62,7 @@ describe('networks', () => {
     );
     expect(() => networkByName('toString')).toThrow('unknown network');
     expect(() => networkByChainId(1)).toThrow('unknown chainId 1');
+    expect(() => networkByChainId(1)).toThrow(RangeError);
   });
 
   it('has checksummed USDC addresses', () => {
@@ -121,8 +124,15 @@ describe('addresses', () => {
   it('checksums, and round-trips through topics', () => {
     expect(formatAddress(TO.toLowerCase())).toBe(TO);
     expect(() => formatAddress('0x1234')).toThrow('invalid address "0x1234"');
+    expect(() => formatAddress('0x1234')).toThrow(TypeError);
     expect(topicToAddress(addressToTopic(TO))).toBe(TO);
     expect(addressToTopic(TO)).toBe(zeroPadValue(TO, 32).toLowerCase());
+  });
+
+  it('names a topic that holds no address as a malformed log, a ChainError', () => {
+    const topic = `0x${'f'.repeat(64)}`;
+    expect(() => topicToAddress(topic)).toThrow(MalformedLogError);
+    expect(() => topicToAddress(topic)).toThrow(ChainError);
   });
 });
 

@@ -71,17 +71,17 @@ export function refundRequestStatus(
 /** Refuses options without a publishable key or a skill (a secret key must never reach a page). */
 function assertCheckoutOptions(options: CheckoutOptions): void {
   if (!/^pk_/.test(options.publishableKey ?? '')) {
-    throw new Error(
+    throw new TypeError(
       'PaygateCheckout: publishableKey (pk_…) is required; never put a secret sk_ key in a page',
     );
   }
-  if (!options.skill) throw new Error('PaygateCheckout: skill is required');
+  if (!options.skill) throw new TypeError('PaygateCheckout: skill is required');
 }
 
 /** The pay button, appended to the element (or the selector's first match). */
 function mountPayButton(target: Element | string, label: string, onClick: () => void): HTMLButtonElement {
   const container = typeof target === 'string' ? document.querySelector(target) : target;
-  if (!container) throw new Error(`PaygateCheckout: no element matches ${String(target)}`);
+  if (!container) throw new TypeError(`PaygateCheckout: no element matches ${String(target)}`);
   const button = document.createElement('button');
   button.type = 'button';
   button.className = 'pgc-button';

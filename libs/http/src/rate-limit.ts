@@ -80,7 +80,7 @@ export class SharedRateLimiter {
   ) {
     this.windowMs = options.windowMs ?? MINUTE_MS;
     if (!Number.isInteger(this.windowMs) || this.windowMs < 1000 || this.windowMs % 1000 !== 0)
-      throw new Error('rate limiter windowMs must be a whole number of seconds');
+      throw new RangeError('rate limiter windowMs must be a whole number of seconds');
   }
 
   start(): void {

@@ -3,7 +3,7 @@ import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils';
 
 /** EIP-55 mixed-case checksum (wallets often answer lowercase; Sign-In with Ethereum requires EIP-55). */
 export function toChecksumAddress(address: string): string {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(address)) throw new Error(`not an Ethereum address: ${address}`);
+  if (!/^0x[0-9a-fA-F]{40}$/.test(address)) throw new TypeError(`not an Ethereum address: ${address}`);
   const lower = address.slice(2).toLowerCase();
   const hash = bytesToHex(keccak_256(utf8ToBytes(lower)));
   let out = '0x';
