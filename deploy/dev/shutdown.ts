@@ -1,8 +1,9 @@
 /**
  * How `make dev` stops: on SIGINT or SIGTERM every step of the clean-up runs with its own short bound, and the
  * whole stop has a hard deadline after which every child still alive is killed (SIGKILL) and the runner exits.
- * A second signal skips the wait. Servers are closed with their open connections (keep-alive, WebSockets):
- * `server.close()` alone waits for a browser that holds a socket, which kept the ports bound for minutes.
+ * A second signal (a second or more after the first) skips the wait. Servers are closed with their open connections
+ * (keep-alive, WebSockets): `server.close()` alone waits for a browser that holds a socket, which kept the ports
+ * bound for minutes.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -14,6 +15,11 @@ export interface ShutdownOptions {
   stepTimeoutMs?: number;
   /** Bound of the whole stop: then every child is killed and the process exits. */
   deadlineMs?: number;
+  /**
+   * A signal this soon after the first is the same Ctrl-C: the terminal signals the whole foreground group (make,
+   * tsx, this runner) and tsx relays its copy to this runner, so one keypress arrives twice.
+   */
+  repeatWindowMs?: number;
   exit?: (code: number) => void;
 }
 
@@ -22,13 +28,16 @@ export class DevShutdown {
   private readonly children = new Set<ChildProcess>();
   private readonly lastResort = new Set<ChildProcess>();
   private stopping = false;
+  private firstSignalAt = 0;
   readonly stepTimeoutMs: number;
+  readonly repeatWindowMs: number;
   readonly deadlineMs: number;
   private readonly exit: (code: number) => void;
 
   constructor(private readonly options: ShutdownOptions) {
     this.stepTimeoutMs = options.stepTimeoutMs ?? 4000;
     this.deadlineMs = options.deadlineMs ?? 8000;
+    this.repeatWindowMs = options.repeatWindowMs ?? 1000;
     this.exit = options.exit ?? ((code) => process.exit(code));
     // Whatever ends this process, no child it started outlives it.
     process.once('exit', () => this.killChildren());
@@ -83,12 +92,14 @@ export class DevShutdown {
 
   /** A signal: the first stops everything in order, a second kills everything at once. */
   signal(signal: NodeJS.Signals): void {
+    if (this.stopping && Date.now() - this.firstSignalAt < this.repeatWindowMs) return;
     if (this.stopping) {
       this.options.log(`${signal} again: killing everything now`);
       this.killChildren();
       this.exit(0);
       return;
     }
+    this.firstSignalAt = Date.now();
     void this.stop(0, signal);
   }
 

@@ -32,6 +32,7 @@ describe('make dev stopping', () => {
       log: () => undefined,
       exit: (code) => exits.push(code),
       stepTimeoutMs: 500,
+      repeatWindowMs: 0,
     });
     const service = sleeper();
     const natsServer = sleeper();
@@ -48,5 +49,32 @@ describe('make dev stopping', () => {
     expect(await killedBy(natsServer)).toBe('SIGKILL');
     expect(exits).toEqual([0]);
     await stopFinished(exits);
+  });
+
+  it('one Ctrl-C that arrives twice (from the terminal and relayed by tsx) is one graceful stop', async () => {
+    const exits: number[] = [];
+    const lines: string[] = [];
+    const shutdown = new DevShutdown({ log: (line) => lines.push(line), exit: (code) => exits.push(code) });
+    const natsServer = sleeper();
+    let stopNats: () => void = () => undefined;
+    shutdown.add('Postgres and NATS', async () => {
+      // The graceful clean-up of the server: it runs only if the duplicate signal did not abort the stop.
+      natsServer.kill('SIGTERM');
+      await new Promise<void>((resolve) => {
+        stopNats = resolve;
+      });
+    });
+    shutdown.killOnAbort(natsServer);
+
+    shutdown.signal('SIGINT');
+    shutdown.signal('SIGINT');
+    expect(await killedBy(natsServer)).toBe('SIGTERM');
+    expect(lines.some((line) => line.includes('again'))).toBe(false);
+    stopNats();
+    for (let waited = 0; exits.length === 0 && waited < 5000; waited += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(exits).toEqual([0]);
+    expect(lines.at(-1)).toBe('stopped');
   });
 });
