@@ -6,6 +6,7 @@ import {
   optionalAddress,
   parseEnv,
   productionGuards,
+  settingsByName,
   str,
 } from '@paygate/runtime';
 
@@ -64,28 +65,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, now: () => Date
   });
   return {
     ...common,
-    sessionSecret: parsed.SESSION_SECRET,
-    sessionTtlMs: parsed.SESSION_TTL_MS,
-    siweNonceTtlMs: parsed.SIWE_NONCE_TTL_MS,
-    operatorToken: parsed.OPERATOR_TOKEN,
-    secretsEncryptionKey: parsed.SECRETS_ENCRYPTION_KEY,
-    validationIntervalMs: parsed.VALIDATION_INTERVAL_MS,
-    validationConcurrency: parsed.VALIDATION_CONCURRENCY,
-    validationTimeoutMs: parsed.VALIDATION_TIMEOUT_MS,
-    healthIntervalMs: parsed.HEALTH_INTERVAL_MS,
-    healthBatchSize: parsed.HEALTH_BATCH_SIZE,
-    healthConcurrency: parsed.HEALTH_CONCURRENCY,
+    ...settingsByName(parsed),
     escrowAddress: parsed.ESCROW_ADDRESS.toLowerCase() || null,
-    siweNoncesPerMinute: parsed.SIWE_NONCES_PER_MINUTE,
-    signInsPerMinute: parsed.SIGN_INS_PER_MINUTE,
-    accountsPerHour: parsed.ACCOUNTS_PER_HOUR,
-    maxSkillsPerSeller: parsed.MAX_SKILLS_PER_SELLER,
-    payoutChallengesPerMinute: parsed.PAYOUT_CHALLENGES_PER_MINUTE,
     chainId,
-    payoutAddressDelayMs: parsed.PAYOUT_ADDRESS_DELAY_MS,
-    payoutChallengeTtlMs: parsed.PAYOUT_CHALLENGE_TTL_MS,
-    keyRotationOverlapMs: parsed.KEY_ROTATION_OVERLAP_MS,
-    accountChangesIntervalMs: parsed.ACCOUNT_CHANGES_INTERVAL_MS,
     now,
   };
 }
