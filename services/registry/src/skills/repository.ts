@@ -18,24 +18,34 @@ export interface SkillWithEndpoints {
 
 const skillBaseUrl = (publicBaseUrl: string, name: string) => `${publicBaseUrl}/api/v1/skills/${name}`;
 
+/** What the catalog shows of a skill. */
+const publicFields = (skill: SkillRow) => ({
+  name: skill.name,
+  displayName: skill.display_name,
+  description: skill.description,
+  type: skill.type,
+  mode: skill.mode,
+  categories: skill.categories,
+  durationDays: skill.duration_days,
+  requiresShipping: skill.requires_shipping,
+});
+
+/** What its seller and the serving snapshot (skill.updated) show besides. */
+const servingFields = (skill: SkillRow) => ({
+  skillId: skill.id,
+  sellerId: skill.seller_id,
+  revision: skill.revision,
+  ...publicFields(skill),
+  status: skill.status,
+  apiBaseUrl: skill.api_base_url,
+  holdPeriodHours: skill.hold_period_hours,
+});
+
 export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
   const baseUrl = skillBaseUrl(publicBaseUrl, skill.name);
   return {
-    skillId: skill.id,
-    sellerId: skill.seller_id,
-    name: skill.name,
-    displayName: skill.display_name,
-    description: skill.description,
-    apiBaseUrl: skill.api_base_url,
-    mode: skill.mode,
-    type: skill.type,
-    categories: skill.categories,
-    durationDays: skill.duration_days,
-    requiresShipping: skill.requires_shipping,
-    holdPeriodHours: skill.hold_period_hours,
-    status: skill.status,
+    ...servingFields(skill),
     statusReason: skill.status_reason,
-    revision: skill.revision,
     baseUrl,
     skillMdUrl: `${baseUrl}/SKILL.md`,
     skillMdVersion: skillMdVersion(skill.skill_md_version),
@@ -58,14 +68,7 @@ export function toSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEn
 export function toCatalogSkill(publicBaseUrl: string, { skill, endpoints }: SkillWithEndpoints) {
   const baseUrl = skillBaseUrl(publicBaseUrl, skill.name);
   return {
-    name: skill.name,
-    displayName: skill.display_name,
-    description: skill.description,
-    type: skill.type,
-    mode: skill.mode,
-    categories: skill.categories,
-    durationDays: skill.duration_days,
-    requiresShipping: skill.requires_shipping,
+    ...publicFields(skill),
     baseUrl,
     skillMdUrl: `${baseUrl}/SKILL.md`,
     // In PROXY mode the seller's own URL stays private: calling it directly would bypass payment.
@@ -84,7 +87,6 @@ export function toCatalogSkill(publicBaseUrl: string, { skill, endpoints }: Skil
   };
 }
 
-/** Adds an endpoint (active) to the skill. */
 export async function insertEndpoint(
   trx: Transaction<RegistryDatabase>,
   skillId: string,
@@ -188,20 +190,7 @@ async function publishSkillUpdated(
         'skill.updated',
         'registry',
         {
-          skillId: skill.id,
-          sellerId: skill.seller_id,
-          revision: skill.revision,
-          name: skill.name,
-          displayName: skill.display_name,
-          description: skill.description,
-          type: skill.type,
-          mode: skill.mode,
-          status: skill.status,
-          apiBaseUrl: skill.api_base_url,
-          categories: skill.categories,
-          durationDays: skill.duration_days,
-          requiresShipping: skill.requires_shipping,
-          holdPeriodHours: skill.hold_period_hours,
+          ...servingFields(skill),
           endpoints: endpoints.map((e) => ({
             endpointId: e.id,
             path: e.path,
