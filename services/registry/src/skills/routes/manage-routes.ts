@@ -3,7 +3,7 @@ import type { Static } from '@sinclair/typebox';
 import type { Request } from 'express';
 import type { Transaction } from 'kysely';
 import { currentSeller } from '../../auth/authenticate';
-import type { RegistryDatabase } from '../../db';
+import type { RegistryDatabase, SkillType } from '../../db';
 import { refusal } from '../../errors';
 import { RegistryReason } from '../../reasons';
 import { idempotent } from '../../shared/idempotency';
@@ -96,21 +96,13 @@ async function insertSkill(trx: Transaction<RegistryDatabase>, sellerId: string,
 function patchedTypeFields(skill: SkillRow, body: Static<typeof SkillPatch>): TypeFields {
   const type = body.type ?? skill.type;
   const typeChanged = type !== skill.type;
+  const field = <T>(value: T | null | undefined, usedBy: SkillType[], current: T | null) =>
+    value !== undefined ? value : typeChanged && !usedBy.includes(type) ? null : current;
   const keepHoldDefault = typeChanged && skill.hold_period_hours === defaultHoldHours(skill.type);
   return checkTypeFields({
     type,
-    durationDays:
-      body.durationDays !== undefined
-        ? body.durationDays
-        : typeChanged && type !== 'SaaS' && type !== 'Subscription'
-          ? null
-          : skill.duration_days,
-    requiresShipping:
-      body.requiresShipping !== undefined
-        ? body.requiresShipping
-        : typeChanged && type !== 'Product'
-          ? null
-          : skill.requires_shipping,
+    durationDays: field(body.durationDays, ['SaaS', 'Subscription'], skill.duration_days),
+    requiresShipping: field(body.requiresShipping, ['Product'], skill.requires_shipping),
     holdPeriodHours:
       body.holdPeriodHours ?? (keepHoldDefault ? defaultHoldHours(type) : skill.hold_period_hours),
   });
