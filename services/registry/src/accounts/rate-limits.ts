@@ -16,21 +16,19 @@ import type { RegistryDatabase } from '../db';
  * every first sign-in an account, so neither is free to repeat; nor is a payout-address challenge.
  */
 export function signInRateLimits(db: Kysely<RegistryDatabase>, config: RegistryConfig) {
-  const nonces = new SharedRateLimiter(db, config.siweNoncesPerMinute, config.now);
-  const signIns = new SharedRateLimiter(db, config.signInsPerMinute, config.now);
+  const perMinute = (limit: number) => new SharedRateLimiter(db, limit, config.now);
   const accounts = new SharedRateLimiter(db, config.accountsPerHour, config.now, { windowMs: 3_600_000 });
-  const payoutChallenges = new SharedRateLimiter(db, config.payoutChallengesPerMinute, config.now);
   const limits = [
     {
       path: '/api/v1/auth/siwe/nonce',
-      limiter: nonces,
+      limiter: perMinute(config.siweNoncesPerMinute),
       key: 'siwe-nonce',
       what: 'SIWE nonces per minute per client address',
       refusal: 'rate_limited: SIWE_NONCES_PER_MINUTE nonces this minute from this address (Retry-After)',
     },
     {
       path: '/api/v1/auth/siwe/verify',
-      limiter: signIns,
+      limiter: perMinute(config.signInsPerMinute),
       key: 'sign-in',
       what: 'sign-ins per minute per client address',
       refusal:
@@ -39,7 +37,7 @@ export function signInRateLimits(db: Kysely<RegistryDatabase>, config: RegistryC
     // Each challenge stores a single-use nonce: not free to repeat either.
     {
       path: '/api/v1/account/payout-address/challenge',
-      limiter: payoutChallenges,
+      limiter: perMinute(config.payoutChallengesPerMinute),
       key: 'payout-challenge',
       what: 'payout-address challenges per minute per client address',
       refusal:
@@ -47,7 +45,7 @@ export function signInRateLimits(db: Kysely<RegistryDatabase>, config: RegistryC
     },
   ];
   return {
-    tasks: [nonces, signIns, accounts, payoutChallenges],
+    tasks: [...limits.map((l) => l.limiter), accounts],
     /** On the sign-in routes and payout challenges, counted per client address (429 with Retry-After). */
     guard(routes: AnyRoute[]): void {
       for (const { path, limiter, key, what, refusal } of limits) {
