@@ -28,10 +28,6 @@ async function mapBounded<T, R>(items: T[], concurrency: number, fn: (item: T) =
   return results;
 }
 
-function endpointUrl(apiBaseUrl: string, endpoint: EndpointRow): string {
-  return `${apiBaseUrl}${endpoint.path}`;
-}
-
 /** Validation of pending skills and health pings of active ones; rows claimed with SKIP LOCKED and a lease. */
 export class SkillChecker extends PolledTask implements BackgroundTask {
   protected readonly loop: PollingLoop;
@@ -98,7 +94,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
 
   private probe(state: SkillWithEndpoints, e: EndpointRow) {
     const options = { method: e.method, pathHasParameters: e.path.includes('/:') };
-    const url = endpointUrl(state.skill.api_base_url, e);
+    const url = `${state.skill.api_base_url}${e.path}`;
     return probeEndpoint(this.sellers, url, this.rc.config.validationTimeoutMs, options);
   }
 
@@ -128,7 +124,7 @@ export class SkillChecker extends PolledTask implements BackgroundTask {
     if (firstBad < 0) return { health };
     const e = active[firstBad]!;
     return {
-      failure: `endpoint ${e.method} ${e.path}: HEAD ${endpointUrl(state.skill.api_base_url, e)} ${results[firstBad]!.cause}`,
+      failure: `endpoint ${e.method} ${e.path}: HEAD ${state.skill.api_base_url}${e.path} ${results[firstBad]!.cause}`,
       health,
     };
   }

@@ -127,7 +127,6 @@ async function changeEndpoint(
   return afterEndpointChange(trx, current, transition, kit.base, now);
 }
 
-/** Adds an endpoint to the seller's skill (SKILL.md is regenerated). */
 export function addEndpointRoute(kit: SkillRouteKit): AnyRoute {
   return defineRoute({
     method: 'post',
