@@ -9,8 +9,8 @@ export interface SellersTable {
   api_key_hash: string;
   api_key_version: Generated<number>;
   publishable_key: string;
-  webhook_url: string | null;
-  webhook_secret_encrypted: string | null;
+  webhook_url: Generated<string | null>;
+  webhook_secret_encrypted: Generated<string | null>;
   webhook_secret_version: Generated<number>;
   /** Sealed base64url forwarding key (derived from the current API key); null for keys issued before it existed. */
   forwarding_key_encrypted: string | null;
@@ -77,11 +77,11 @@ export interface SkillsTable {
   requires_shipping: boolean | null;
   hold_period_hours: number;
   status: SkillStatus;
-  status_reason: string | null;
+  status_reason: Generated<string | null>;
   revision: Generated<number>;
   validation_seq: Generated<number>;
-  validation_lease_until: Date | null;
-  health_checked_at: Date | null;
+  validation_lease_until: Generated<Date | null>;
+  health_checked_at: Generated<Date | null>;
   skill_md: Generated<string>;
   skill_md_version: Generated<number>;
   skill_md_source: Generated<'generated' | 'manual'>;
@@ -109,8 +109,8 @@ interface IdempotencyKeysTable {
   key: string;
   request_hash: string;
   /** Null while the first request with this key runs (the key is claimed). */
-  response_status: number | null;
-  response_body: unknown | null;
+  response_status: Generated<number | null>;
+  response_body: Generated<unknown | null>;
   created_at: Generated<Date>;
 }
 

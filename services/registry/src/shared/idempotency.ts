@@ -36,8 +36,6 @@ export function registryClaims(db: Kysely<RegistryDatabase>): IdempotencyClaims 
           seller_id: scope,
           key,
           request_hash: fingerprint,
-          response_status: null,
-          response_body: null,
           created_at: now,
         })
         .onConflict((conflict) => conflict.columns(['seller_id', 'key']).doNothing())

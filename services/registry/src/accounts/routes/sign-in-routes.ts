@@ -131,8 +131,6 @@ async function signInOrSignUp(
       api_key_created_at: now,
       forwarding_key_encrypted: sealedForwardingKey(rc.secrets, apiKey),
       publishable_key: newPublishableKey(config.production),
-      webhook_url: null,
-      webhook_secret_encrypted: null,
       created_at: now,
       updated_at: now,
     })
