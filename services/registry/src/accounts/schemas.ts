@@ -1,7 +1,7 @@
-import { CHECKOUT_MATCHING_MODES, Nullable } from '@paygate/contracts';
+import { CHECKOUT_MATCHING_MODES } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
 import { SETTLEMENT_FREQUENCIES } from '../db';
-import { Address, IsoTime, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
+import { Address, IsoTime, Nullable, StringEnum, UsdcAmountIn, UsdcAmountOut } from '../shared/schema';
 
 const CheckoutMatchingSetting = StringEnum(CHECKOUT_MATCHING_MODES, {
   description:
@@ -39,43 +39,33 @@ export const Account = Type.Object({
   sellerId: Type.String(),
   walletAddress: Address,
   payoutAddress: Address,
-  pendingPayoutAddress: Type.Union(
-    [
-      Type.Object({
-        address: Address,
-        effectiveAt: IsoTime,
-      }),
-      Type.Null(),
-    ],
-    { description: 'a signed payout-address change waiting for its effectiveAt (PAYOUT_ADDRESS_DELAY)' },
-  ),
-  previousApiKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
+  pendingPayoutAddress: Nullable(Type.Object({ address: Address, effectiveAt: IsoTime }), {
+    description: 'a signed payout-address change waiting for its effectiveAt (PAYOUT_ADDRESS_DELAY)',
+  }),
+  previousApiKeyExpiresAt: Nullable(IsoTime, {
     description: 'until then the API key replaced by the last rotation still works (the overlap)',
   }),
   apiKey: Type.Object(
     {
       name: Type.String(),
-      hint: Type.Union([Type.String(), Type.Null()], {
+      hint: Nullable(Type.String(), {
         description: 'the last four characters of the key (null for keys made before hints were kept)',
       }),
       createdAt: IsoTime,
-      lastUsedAt: Type.Union([IsoTime, Type.Null()], {
+      lastUsedAt: Nullable(IsoTime, {
         description: 'when a request with this key was last checked, to the minute; null: never used',
       }),
     },
     { description: 'the current secret key, described (the key itself is only shown once)' },
   ),
-  previousApiKey: Type.Union(
-    [
-      Type.Object({
-        name: Type.String(),
-        hint: Nullable(Type.String()),
-        createdAt: Nullable(IsoTime),
-        lastUsedAt: Nullable(IsoTime),
-        expiresAt: IsoTime,
-      }),
-      Type.Null(),
-    ],
+  previousApiKey: Nullable(
+    Type.Object({
+      name: Type.String(),
+      hint: Nullable(Type.String()),
+      createdAt: Nullable(IsoTime),
+      lastUsedAt: Nullable(IsoTime),
+      expiresAt: IsoTime,
+    }),
     { description: 'the key replaced by the last rotation while it still works (its overlap), else null' },
   ),
   publishableKey: Type.String(),
@@ -116,7 +106,7 @@ export const AccountPatch = Type.Object(
       }),
     ),
     webhookUrl: Type.Optional(
-      Type.Union([Type.String({ minLength: 1, maxLength: 2048 }), Type.Null()], {
+      Nullable(Type.String({ minLength: 1, maxLength: 2048 }), {
         description: 'https URL (http allowed outside production); null removes it',
       }),
     ),
@@ -166,7 +156,7 @@ export const ApiKeyRotateRequest = Type.Object(
 export const ApiKeyRotated = Type.Object({
   apiKey: Type.String({ description: 'the new sk_… key, shown once' }),
   apiKeyVersion: Type.Integer(),
-  previousKeyExpiresAt: Type.Union([IsoTime, Type.Null()], {
+  previousKeyExpiresAt: Nullable(IsoTime, {
     description:
       'the old key works until then (overlapHours, default KEY_ROTATION_OVERLAP); null: revoked at once',
   }),

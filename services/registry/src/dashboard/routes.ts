@@ -3,6 +3,7 @@ import { buildDashboard, DASHBOARD_CSP } from '@paygate/seller-dashboard';
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
 import { RegistryReason } from '../reasons';
+import { textResponse } from '../shared/schema';
 import {
   cachedBuildId,
   pickEncoding,
@@ -10,12 +11,6 @@ import {
   type ServedDashboard,
   serveDashboardAssets,
 } from './assets';
-
-const text = (description: string, contentType: string) => ({
-  description,
-  contentType,
-  schema: { type: 'string' },
-});
 
 type LoadDashboard = () => Promise<ServedDashboard>;
 type Encoded = Pick<ServedAsset, ReturnType<typeof pickEncoding>>;
@@ -92,7 +87,7 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
   const load = dashboardLoader(basePath);
   const asset = assetHandler(load);
   const page = pageHandler(load);
-  const pageResponse = text('the dashboard page (the app routes in the browser)', 'text/html');
+  const pageResponse = textResponse('the dashboard page (the app routes in the browser)', 'text/html');
   return [
     defineRoute({
       method: 'get',
@@ -102,7 +97,10 @@ export function dashboardRoutes(basePath = '/dashboard'): AnyRoute[] {
       tags: ['dashboard'],
       params: Type.Object({ file: Type.String({ pattern: '^app(\\.[0-9a-f]{16})?\\.(js|css)$' }) }),
       responses: {
-        '200': text('the file, brotli or gzip compressed when the client accepts it', 'text/javascript'),
+        '200': textResponse(
+          'the file, brotli or gzip compressed when the client accepts it',
+          'text/javascript',
+        ),
       },
       errors: { '404': 'not_found: no such asset (an older build)' },
       handler: asset,

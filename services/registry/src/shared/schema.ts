@@ -1,6 +1,6 @@
 import { badRequest } from '@paygate/http';
 import { MoneyFormatError, parseUsdc } from '@paygate/money';
-import { Type } from '@sinclair/typebox';
+import { type SchemaOptions, type TSchema, Type } from '@sinclair/typebox';
 
 export { StringEnum } from '@paygate/contracts';
 
@@ -28,6 +28,17 @@ export function parseUsdcAmountIn(field: string, input: string | number): bigint
 }
 
 export const IsoTime = Type.String({ format: 'date-time' });
+
+/** A value or null, `options` (its description) on the union. */
+export const Nullable = <T extends TSchema>(schema: T, options?: SchemaOptions) =>
+  Type.Union([schema, Type.Null()], options);
+
+/** A response whose body is text of `contentType` (not JSON). */
+export const textResponse = (description: string, contentType: string) => ({
+  description,
+  contentType,
+  schema: { type: 'string' },
+});
 
 /** Actions that take no input refuse a body, so a malformed request never changes anything. */
 const EmptyBody = Type.Object({}, { additionalProperties: false });

@@ -5,6 +5,7 @@ import type { Kysely, SelectQueryBuilder, Transaction } from 'kysely';
 import { currentSeller, operatorRouteAuth, sellerRouteAuth } from '../../auth/authenticate';
 import type { RegistryContext } from '../../context';
 import type { RegistryDatabase } from '../../db';
+import { textResponse } from '../../shared/schema';
 import { loadEndpoints, loadSkill, type SkillRow, type SkillWithEndpoints, toSkill } from '../repository';
 
 export interface ValidationKicker {
@@ -20,11 +21,7 @@ export const EndpointParams = Type.Object({ name: SkillNameParam, endpointId: Ty
 export const idempotencyKey = idempotencyKeyParameter(
   'the same key with the same request replays the stored response',
 );
-export const skillMdResponse = {
-  description: 'SKILL.md',
-  contentType: 'text/markdown',
-  schema: { type: 'string' },
-};
+export const skillMdResponse = textResponse('SKILL.md', 'text/markdown');
 
 export function nameParam(req: Request): string {
   const name = String(req.params.name ?? '');
