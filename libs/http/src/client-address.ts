@@ -17,6 +17,8 @@ export class TrustedProxiesError extends Error {
   override name = 'TrustedProxiesError';
 }
 
+const familyOf = (address: string) => (isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined);
+
 /** `::ffff:10.0.0.1` (an IPv4 peer of a dual-stack socket) is 10.0.0.1; IPv6 lowercase; anything else as is. */
 function normalizeAddress(address: string): string {
   const trimmed = address.trim();
@@ -62,7 +64,7 @@ export function parseTrustedProxies(value: string | undefined): TrustedProxies {
       continue;
     }
     const [address = '', prefixText, ...rest] = entry.split('/');
-    const family = isIPv4(address) ? 'ipv4' : isIPv6(address) ? 'ipv6' : undefined;
+    const family = familyOf(address);
     const maxPrefix = family === 'ipv4' ? 32 : 128;
     const prefix = prefixText === undefined ? maxPrefix : Number(prefixText);
     if (
@@ -79,9 +81,8 @@ export function parseTrustedProxies(value: string | undefined): TrustedProxies {
   }
   const check = (address: string): boolean => {
     const normalized = normalizeAddress(address);
-    if (isIPv4(normalized)) return list.check(normalized, 'ipv4');
-    if (isIPv6(normalized)) return list.check(normalized, 'ipv6');
-    return false;
+    const family = familyOf(normalized);
+    return family !== undefined && list.check(normalized, family);
   };
   // BlockList.check costs about 4 µs (on every paid call): answers are remembered, all forgotten when full.
   const known = new Map<string, boolean>();
@@ -120,7 +121,7 @@ export function clientAddress(req: IncomingMessage, trusted: TrustedProxies): st
   let client = peer;
   for (let i = hops.length - 1, seen = 0; i >= 0 && seen < MAX_FORWARDED_HOPS; i--, seen++) {
     const hop = normalizeAddress(hops[i]!);
-    if (!isIPv4(hop) && !isIPv6(hop)) return client;
+    if (!familyOf(hop)) return client;
     client = hop;
     if (!trusted.has(hop)) return hop;
   }

@@ -43,17 +43,9 @@ interface RateLimiterOptions {
   windowMs?: number;
 }
 
-/** The row of `rate_limit_windows`, for a service's `Database` interface. */
-export interface RateLimitWindowsTable {
-  bucket: string;
-  window_start: Date;
-  hits: number;
-  window_seconds: Generated<number>;
-}
-
 /** The limiter's table, to extend a service's `Database` with. */
 export interface RateLimitTables {
-  rate_limit_windows: RateLimitWindowsTable;
+  rate_limit_windows: { bucket: string; window_start: Date; hits: number; window_seconds: Generated<number> };
 }
 
 /**
@@ -250,26 +242,20 @@ export class SharedRateLimiter {
 
   private async flushOnce(): Promise<void> {
     const nowMs = this.now().getTime();
-    const buckets: string[] = [];
-    const windows: Date[] = [];
-    const hits: number[] = [];
-    const states: BucketState[] = [];
+    const due: Array<{ bucket: string; state: BucketState; hits: number }> = [];
     for (const [bucket, state] of this.buckets) {
-      if (state.pending > 0) {
-        buckets.push(bucket);
-        windows.push(new Date(state.windowStart));
-        hits.push(state.pending);
-        states.push(state);
-      } else if (state.writing === 0 && state.windowStart + this.windowMs < nowMs) {
-        this.buckets.delete(bucket);
-      }
+      if (state.pending > 0) due.push({ bucket, state, hits: state.pending });
+      else if (state.writing === 0 && state.windowStart + this.windowMs < nowMs) this.buckets.delete(bucket);
     }
-    if (buckets.length > 0) {
+    if (due.length > 0) {
       // Still counted while being written; back to pending if the write fails.
-      states.forEach((state, i) => {
-        state.pending -= hits[i]!;
-        state.writing += hits[i]!;
-      });
+      for (const { state, hits } of due) {
+        state.pending -= hits;
+        state.writing += hits;
+      }
+      const buckets = due.map((d) => d.bucket);
+      const windows = due.map((d) => new Date(d.state.windowStart));
+      const hits = due.map((d) => d.hits);
       try {
         const result = await sql<{ hits: number; bucket: string }>`
         insert into rate_limit_windows (bucket, window_start, hits, window_seconds)
@@ -278,15 +264,15 @@ export class SharedRateLimiter {
         returning bucket, hits`.execute(this.db);
         const totals = new Map(result.rows.map((row) => [row.bucket, Number(row.hits)]));
         const syncedAt = this.now().getTime();
-        states.forEach((state, i) => {
-          state.shared = Math.max(state.shared, totals.get(buckets[i]!) ?? state.shared);
+        for (const { bucket, state } of due) {
+          state.shared = Math.max(state.shared, totals.get(bucket) ?? state.shared);
           state.syncedAt = syncedAt;
-        });
+        }
       } catch (error) {
-        for (const [i, state] of states.entries()) state.pending += hits[i]!;
+        for (const { state, hits } of due) state.pending += hits;
         throw error;
       } finally {
-        for (const [i, state] of states.entries()) state.writing -= hits[i]!;
+        for (const { state, hits } of due) state.writing -= hits;
       }
     }
     if (nowMs - this.lastCleanup > MINUTE_MS) {
@@ -350,10 +336,7 @@ export function rateLimitMiddleware(
 ): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const bucket = keyOf(req);
-    if (bucket === undefined) {
-      next();
-      return;
-    }
+    if (bucket === undefined) return next();
     checkRateLimit(limiter, res, bucket, what).then(() => next(), next);
   };
 }
