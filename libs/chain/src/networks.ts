@@ -15,35 +15,29 @@ interface ChainNetwork {
   confirmations: number;
 }
 
+/** A frozen preset; every USDC domain Paygate knows is version 2, and CAIP-2 follows from the chain id. */
+const preset = (
+  name: NetworkName,
+  chainId: number,
+  usdcAddress: string | null,
+  usdcEip712Name: string,
+  confirmations: number,
+): Readonly<ChainNetwork> =>
+  Object.freeze({
+    name,
+    chainId,
+    usdcAddress,
+    usdcEip712Name,
+    usdcEip712Version: '2',
+    caip2: `eip155:${chainId}`,
+    confirmations,
+  });
+
 export const networks: Readonly<Record<NetworkName, Readonly<ChainNetwork>>> = Object.freeze({
-  base: Object.freeze({
-    name: 'base',
-    chainId: 8453,
-    usdcAddress: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
-    usdcEip712Name: 'USD Coin',
-    usdcEip712Version: '2',
-    caip2: 'eip155:8453',
-    confirmations: 3,
-  }),
-  'base-sepolia': Object.freeze({
-    name: 'base-sepolia',
-    chainId: 84532,
-    usdcAddress: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
-    usdcEip712Name: 'USDC',
-    usdcEip712Version: '2',
-    caip2: 'eip155:84532',
-    confirmations: 3,
-  }),
-  local: Object.freeze({
-    name: 'local',
-    chainId: 31337,
-    usdcAddress: null,
-    // deploy/contracts/TestUSDC.sol: the same domain as Base mainnet's USDC.
-    usdcEip712Name: 'USD Coin',
-    usdcEip712Version: '2',
-    caip2: 'eip155:31337',
-    confirmations: 1,
-  }),
+  base: preset('base', 8453, '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', 'USD Coin', 3),
+  'base-sepolia': preset('base-sepolia', 84532, '0x036CbD53842c5426634e7929541eC2318f3dCF7e', 'USDC', 3),
+  // deploy/contracts/TestUSDC.sol: the same domain as Base mainnet's USDC.
+  local: preset('local', 31337, null, 'USD Coin', 1),
 });
 
 const NETWORK_NAMES = Object.keys(networks) as NetworkName[];

@@ -91,7 +91,7 @@ const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const AMOUNT = /^(0|[1-9][0-9]*)(\.[0-9]{1,6})?$/;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
-const NETWORKS = new Set(['base', 'base-sepolia', 'local']);
+const NETWORK = /^(base|base-sepolia|local)$/;
 const MAX_HEADER_CHARS = 4096;
 
 /** Decodes and shape-checks a header (PaymentHeaderError names field and rule); checksummed, tx hash lowercase. */
@@ -116,15 +116,14 @@ export function decodePaymentHeader(value: string): PaymentProof {
     if (typeof v !== 'string' || !pattern.test(v)) throw new PaymentHeaderError(field, rule);
     return v;
   };
+  const addressField = (field: string) =>
+    getAddress(stringField(field, ADDRESS, 'must be a 20-byte hex address').toLowerCase());
   const txHash = stringField('txHash', TX_HASH, 'must be a 0x-prefixed 32-byte hex hash').toLowerCase();
   const amount = stringField('amount', AMOUNT, 'must be a decimal USDC string with at most 6 decimals');
-  const token = getAddress(stringField('token', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
-  const network = record.network;
-  if (typeof network !== 'string' || !NETWORKS.has(network)) {
-    throw new PaymentHeaderError('network', 'must be one of base, base-sepolia, local');
-  }
-  const from = getAddress(stringField('from', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
-  const to = getAddress(stringField('to', ADDRESS, 'must be a 20-byte hex address').toLowerCase());
+  const token = addressField('token');
+  const network = stringField('network', NETWORK, 'must be one of base, base-sepolia, local');
+  const from = addressField('from');
+  const to = addressField('to');
   const signature = stringField('signature', SIGNATURE, 'must be a 65-byte hex signature');
   return { txHash, amount, token, network: network as NetworkName, from, to, signature };
 }
