@@ -23,7 +23,11 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-function button(attributes: Record<string, string>, text: string, onClick: () => void): HTMLButtonElement {
+export function button(
+  attributes: Record<string, string>,
+  text: string,
+  onClick: () => void,
+): HTMLButtonElement {
   const node = el('button', { type: 'button', ...attributes }, text);
   node.addEventListener('click', onClick);
   return node;

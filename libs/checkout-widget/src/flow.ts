@@ -51,9 +51,8 @@ export class CheckoutFlow {
   private live: LiveStatus | undefined;
   private countdown: ReturnType<typeof setInterval> | undefined;
   private current: CheckoutSession | undefined;
-  private succeeded = false;
-  private expiredNotified = false;
-  private underpaidNotified = false;
+  /** The callbacks already called for this dialog's session (`onSuccess`, `onExpired`, `underpaid`): once each. */
+  private readonly notified = new Set<string>();
 
   constructor(
     private readonly options: CheckoutOptions,
@@ -70,9 +69,7 @@ export class CheckoutFlow {
 
   async open(): Promise<void> {
     if (this.dialog) return;
-    this.succeeded = false;
-    this.expiredNotified = false;
-    this.underpaidNotified = false;
+    this.notified.clear();
     this.dialog = new PaymentDialog('Pay with USDC', () => this.close());
     await this.createSession(newIdempotencyKey());
   }
@@ -204,8 +201,8 @@ export class CheckoutFlow {
       session.status === 'paid_late' ? 'Payment received (after the session expired)' : 'Payment received',
       `${result.amount} USDC · transaction ${result.txHash}`,
     );
-    if (this.succeeded) return;
-    this.succeeded = true;
+    if (this.notified.has('onSuccess')) return;
+    this.notified.add('onSuccess');
     void lookupTransactionId(this.baseUrl, session.sessionId).then((transactionId) =>
       notify('onSuccess', this.options.onSuccess, toPaymentResult(session, transactionId)),
     );
@@ -217,8 +214,8 @@ export class CheckoutFlow {
       'The payment was less than the amount due',
       `Received ${session.paidAmount} of ${session.exactAmount} USDC. The seller has been notified; contact them to resolve it.`,
     );
-    if (this.underpaidNotified) return;
-    this.underpaidNotified = true;
+    if (this.notified.has('underpaid')) return;
+    this.notified.add('underpaid');
     this.report({ code: 'underpaid', message: 'the payment was less than the exact amount', session });
   }
 
@@ -234,8 +231,8 @@ export class CheckoutFlow {
     if (this.countdown) clearInterval(this.countdown);
     dialog.setCountdown(0);
     dialog.setStatus('expired', 'This payment session has expired. Do not send a payment; start again.');
-    if (this.expiredNotified) return;
-    this.expiredNotified = true;
+    if (this.notified.has('onExpired')) return;
+    this.notified.add('onExpired');
     // Keep listening a little: a payment already on its way is still recorded (paid late).
     dialog.showFinal(
       'expired',

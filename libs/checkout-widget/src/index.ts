@@ -1,4 +1,5 @@
 import { ApiError } from './api';
+import { button } from './dialog';
 import { CheckoutFlow } from './flow';
 import { fetchRefundRequest, fileRefundRequest, type RefundRequestView, type RefundTarget } from './refunds';
 import type { CheckoutOptions, CheckoutSession, Eip1193Provider } from './types';
@@ -82,15 +83,8 @@ function assertCheckoutOptions(options: CheckoutOptions): void {
 function mountPayButton(target: Element | string, label: string, onClick: () => void): HTMLButtonElement {
   const container = typeof target === 'string' ? document.querySelector(target) : target;
   if (!container) throw new TypeError(`PaygateCheckout: no element matches ${String(target)}`);
-  const button = document.createElement('button');
-  button.type = 'button';
-  button.className = 'pgc-button';
-  button.setAttribute('data-paygate', 'pay-button');
-  button.setAttribute('aria-haspopup', 'dialog');
-  button.textContent = label;
-  button.addEventListener('click', onClick);
-  container.appendChild(button);
-  return button;
+  const attributes = { class: 'pgc-button', 'data-paygate': 'pay-button', 'aria-haspopup': 'dialog' };
+  return container.appendChild(button(attributes, label, onClick));
 }
 
 /** A checkout for one skill (and endpoint), initialised with the seller's publishable key. */

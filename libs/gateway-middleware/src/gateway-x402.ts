@@ -104,10 +104,8 @@ async function answerSettleLater(res: Response, answer: globalThis.Response): Pr
   const given = body.errorReason ?? (typeof body.error?.code === 'string' ? body.error.code : undefined);
   const message =
     body.errorMessage ?? 'Paygate could not settle the payment now; present the same header again';
-  if (answer.status === 429) {
-    answerRateLimited(res, answer, given ?? MIDDLEWARE_REASONS.rateLimited, message);
-    return;
-  }
+  if (answer.status === 429)
+    return answerRateLimited(res, answer, given ?? MIDDLEWARE_REASONS.rateLimited, message);
   res.setHeader('Retry-After', answer.headers.get('retry-after') ?? '2');
   sendError(res, answer.status, given ?? MIDDLEWARE_REASONS.paygateUnavailable, message);
 }

@@ -3,8 +3,8 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { answerFailure } from './error-answers';
 import { paymentRequiredAnswer } from './gateway-answers';
 import { type Offer, payPerCallOffer, productOffer, serviceOffer, subscriptionOffer } from './gateway-offers';
-import { payWithPaygateProof } from './gateway-proof';
-import { payWithSignIn, signInHeaderOf } from './gateway-sign-in';
+import { payWithPaygateProof, payWithSignIn, signInHeaderOf } from './gateway-proof';
+
 import { x402Payer, x402RouteOf, x402Settings } from './gateway-x402';
 import { sellerApi } from './paygate-api';
 import { PaymentParametersSource } from './payment-parameters';

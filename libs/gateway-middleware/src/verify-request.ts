@@ -137,12 +137,11 @@ async function signatureKey(
 type PaidHeaders = Pick<PaygateRequest, 'skill' | 'txHash' | 'payer' | 'amount'>;
 
 function paidHeadersOf(req: Request): PaidHeaders {
-  return {
-    skill: req.header(PAID_REQUEST_HEADERS.skill) ?? '',
-    txHash: req.header(PAID_REQUEST_HEADERS.txHash) ?? '',
-    payer: req.header(PAID_REQUEST_HEADERS.payer) ?? '',
-    amount: req.header(PAID_REQUEST_HEADERS.amount) ?? '',
-  };
+  const entries = Object.entries(PAID_REQUEST_HEADERS).map(([field, name]) => [
+    field,
+    req.header(name) ?? '',
+  ]);
+  return Object.fromEntries(entries) as PaidHeaders;
 }
 
 function signatureMatches(

@@ -196,12 +196,11 @@ export function verifyWebhook(options: VerifyWebhookOptions): { timestamp: numbe
     computeWebhookSignature(options.payload, options.secret, parsed.timestamp),
     'hex',
   );
-  let matched = false;
-  for (const signature of parsed.signatures) {
-    // Every candidate is compared, so timing does not reveal which one (if any) matched.
-    if (timingSafeEqual(expected, Buffer.from(signature, 'hex'))) matched = true;
-  }
-  if (!matched) {
+  // Every candidate is compared, so timing does not reveal which one (if any) matched.
+  const matches = parsed.signatures.map((signature) =>
+    timingSafeEqual(expected, Buffer.from(signature, 'hex')),
+  );
+  if (!matches.includes(true)) {
     throw new WebhookVerificationError(
       'signature_mismatch',
       'the webhook signature does not match the payload',

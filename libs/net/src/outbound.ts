@@ -83,10 +83,7 @@ export function sellerDispatcher(policy: OutboundPolicy, options: SellerDispatch
     ...(options.connections ? { connections: options.connections } : {}),
     connect(connectOptions, callback) {
       const refused = literalRefusal(policy, connectOptions.hostname);
-      if (refused) {
-        callback(refused, null);
-        return;
-      }
+      if (refused) return callback(refused, null);
       connector(connectOptions, callback);
     },
   });
