@@ -21,7 +21,6 @@ export function acceptedRequestId(incoming: string | string[] | undefined): stri
   return typeof incoming === 'string' && REQUEST_ID_PATTERN.test(incoming) ? incoming : undefined;
 }
 
-/** The request id of a request: the caller's when acceptable, else a new UUID. */
 export function requestIdFrom(incoming: string | string[] | undefined): string {
   return acceptedRequestId(incoming) ?? randomUUID();
 }

@@ -4,7 +4,6 @@ import { HttpError, HttpReason } from './errors';
 
 const BEARER_PATTERN = /^Bearer\s+(\S+)$/i;
 
-/** The token of an `Authorization: Bearer <token>` header value, or undefined. */
 export function bearerTokenOf(authorization: string | undefined): string | undefined {
   if (!authorization) return undefined;
   return BEARER_PATTERN.exec(authorization.trim())?.[1];
@@ -21,7 +20,6 @@ export function constantTimeEqual(a: string, b: string): boolean {
   return timingSafeEqual(left, right);
 }
 
-/** The 401 every operator route answers when the token is missing or wrong. */
 const operatorUnauthorized = () =>
   new HttpError(
     401,

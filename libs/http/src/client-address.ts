@@ -100,7 +100,6 @@ export function parseTrustedProxies(value: string | undefined): TrustedProxies {
   };
 }
 
-/** Addresses whose TRUSTED_PROXIES answer is remembered at once. */
 const MAX_REMEMBERED_ADDRESSES = 4096;
 
 /** More hops than any real chain of proxies: a longer header is read only this far from the right. */

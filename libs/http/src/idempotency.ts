@@ -57,7 +57,6 @@ export function requestFingerprint(request: RequestIdentity): string {
     .digest('hex');
 }
 
-/** The fingerprint of an express request (the full path, as the client sent it). */
 export function fingerprintOf(req: Request): string {
   return requestFingerprint({ method: req.method, path: req.originalUrl, body: req.body });
 }

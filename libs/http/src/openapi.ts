@@ -51,7 +51,6 @@ export function errorResponses(entries: Record<string, string>) {
   );
 }
 
-/** Query or path parameters from the TypeBox object that validates them. */
 export function schemaParameters(where: 'query' | 'path', schema: TObject) {
   return Object.entries(schema.properties).map(([name, property]) => ({
     name,

@@ -195,7 +195,6 @@ export class SharedRateLimiter {
     };
   }
 
-  /** The bucket's state in `window`, started afresh when it held an earlier window. */
   private stateOf(bucket: string, window: Window): BucketState {
     let state = this.buckets.get(bucket);
     if (!state || state.windowStart !== window.start) {
