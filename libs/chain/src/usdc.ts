@@ -38,7 +38,6 @@ export const TRANSFER_WITH_AUTHORIZATION_TYPES = {
   ],
 };
 
-/** EIP-712 types for EIP-2612 permit. */
 export const PERMIT_TYPES = {
   Permit: [
     { name: 'owner', type: 'address' },

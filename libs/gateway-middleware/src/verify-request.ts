@@ -83,10 +83,8 @@ function requestChecksOf(options: VerifyPaygateRequestOptions) {
     toleranceSeconds: options.toleranceSeconds ?? 300,
     replay: options.replayStore ?? new MemoryReplayStore(),
     maxBodyBytes: options.maxBodyBytes ?? 10 * 1024 * 1024,
-    /** undefined: any skill passes. */
     skills: options.skills ? new Set(options.skills) : undefined,
     forwardingKeys,
-    /** undefined when Paygate's address is unknown and a secret key is given. */
     keys: paygateKeysOf(options, forwardingKeys),
   };
 }

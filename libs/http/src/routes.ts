@@ -173,7 +173,6 @@ export function bareRoutesOf(app: Express): readonly BareServing[] {
   return BARE_ROUTES.get(app) ?? [];
 }
 
-/** Registers each route: auth, validation, `before`, handler; a bare one is recorded for `bareRoutesOf`. */
 export function mountRoutes(app: Express, routes: AnyRoute[]): void {
   for (const route of routes) {
     if (route.bare) {

@@ -55,7 +55,6 @@ export function startTelemetry(serviceName: string): void {
   require('node:https');
 }
 
-/** Requests that are health probes or metric scrapes: no span. */
 const PROBE_PATHS = /^\/(healthz|readyz|livez|metrics)(\?|$)/;
 
 export async function stopTelemetry(): Promise<void> {
