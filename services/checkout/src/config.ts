@@ -8,6 +8,7 @@ import {
   optionalAddress,
   parseEnv,
   productionGuards,
+  settingsByName,
   str,
   throwIfProblems,
 } from '@paygate/runtime';
@@ -103,26 +104,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, now: () => Date
     secrets: ['OPERATOR_TOKEN'],
   });
   if (common.production) productionDeposit(env, checkoutEscrowAddress);
+  // The two wallets' raw values are replaced by what checkoutWallets made of them.
+  const { CHECKOUT_ESCROW_ADDRESS: _escrow, CHECKOUT_DEPOSIT_XPUB: _xpub, ...settings } = parsed;
   return {
     ...common,
+    ...settingsByName(settings),
     escrowAddress,
     checkoutEscrowAddress,
     network,
     chainId,
     usdcAddress,
-    sessionTtlSeconds: parsed.SESSION_TTL_SECONDS,
-    lateWindowSeconds: parsed.LATE_WINDOW_SECONDS,
     depositXpub,
-    depositWatchGraceSeconds: parsed.DEPOSIT_WATCH_GRACE_SECONDS,
-    sessionRateLimitPerKey: parsed.SESSION_RATE_LIMIT_PER_KEY,
-    sessionRateLimitPerClient: parsed.SESSION_RATE_LIMIT_PER_CLIENT,
-    maxOpenSessionsPerSeller: parsed.MAX_OPEN_SESSIONS_PER_SELLER,
-    amountSuffixRangeMicro: parsed.AMOUNT_SUFFIX_RANGE_MICRO,
-    maxAmountSharePercent: parsed.MAX_AMOUNT_SHARE_PERCENT,
-    defaultHoldPeriodHours: parsed.DEFAULT_HOLD_PERIOD_HOURS,
-    sweepIntervalMs: parsed.SWEEP_INTERVAL_MS,
-    operatorToken: parsed.OPERATOR_TOKEN,
-    projectionCacheTtlMs: parsed.PROJECTION_CACHE_TTL_MS,
     now,
   };
 }
