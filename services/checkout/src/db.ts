@@ -3,13 +3,15 @@ import type { CheckoutMatchingMode, EventData } from '@paygate/contracts';
 import type { Kysely, Transaction } from 'kysely';
 
 export type SessionStatus = 'open' | 'paid' | 'paid_late' | 'underpaid' | 'overpaid' | 'expired' | 'refunded';
-export type TransferStatus =
-  | 'matched'
-  | 'unmatched'
-  | 'attached'
-  | 'refund_requested'
-  | 'reorged'
-  | 'claimed';
+export const TRANSFER_STATUSES = [
+  'matched',
+  'unmatched',
+  'attached',
+  'refund_requested',
+  'reorged',
+  'claimed',
+] as const;
+export type TransferStatus = (typeof TRANSFER_STATUSES)[number];
 
 export interface SellersTable {
   seller_id: string;

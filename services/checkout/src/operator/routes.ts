@@ -3,23 +3,21 @@ import { type AnyRoute, defineRoute, HttpError, operatorAuth } from '@paygate/ht
 import type { ServiceContext } from '@paygate/runtime';
 import { type SchemaOptions, Type } from '@sinclair/typebox';
 import type { CheckoutConfig } from '../config';
-import type { CheckoutDatabase, TransferStatus } from '../db';
+import { type CheckoutDatabase, TRANSFER_STATUSES } from '../db';
 import type { ClaimRefusal } from '../matching/operator';
 import { attachTransfer, markTransferForRefund } from '../matching/operator';
 import type { MatchingDeps } from '../matching/session-payments';
 import { toTransferView } from '../matching/views';
 import { toSnapshot } from '../sessions/snapshot';
 
-const literalUnion = (values: string[], options?: SchemaOptions) =>
+const literalUnion = <T extends string>(values: readonly T[], options?: SchemaOptions) =>
   Type.Union(
     values.map((value) => Type.Literal(value)),
     options,
   );
 
 const TransferListQuery = Type.Object({
-  status: Type.Optional(
-    literalUnion(['unmatched', 'attached', 'refund_requested', 'matched', 'reorged', 'claimed']),
-  ),
+  status: Type.Optional(literalUnion(TRANSFER_STATUSES)),
   limit: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,2}$' })),
 });
 const TransferIdParam = Type.Object({ id: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }) });
@@ -38,7 +36,7 @@ const RefundBody = Type.Object(
 /** What toTransferView answers. */
 export const TransferView = Type.Object({
   transferId: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }),
-  status: literalUnion(['matched', 'unmatched', 'attached', 'refund_requested', 'reorged', 'claimed'], {
+  status: literalUnion(TRANSFER_STATUSES, {
     description:
       "claimed: another payment path (an x402 proof, a seller's /api/verify) spent the transfer at the ledger; it is a payment, not unmatched money",
   }),
@@ -113,7 +111,7 @@ function listTransfersRoute({ ctx, auth }: OperatorRouteDeps) {
       const rows = await ctx.db
         .selectFrom('transfers')
         .selectAll()
-        .where('status', '=', (req.query.status ?? 'unmatched') as TransferStatus) // the query schema lists them
+        .where('status', '=', req.query.status ?? 'unmatched')
         .orderBy('observed_at', 'desc')
         .limit(limit)
         .execute();
