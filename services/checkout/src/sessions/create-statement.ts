@@ -9,6 +9,11 @@ import type { IdempotencyClaim } from './sessions';
 const CREATE_POOL_SIZE = 8;
 const STATEMENT_TIMEOUT_MS = 15_000;
 
+/** The seller's open-session cap ($14; 0 is no cap and skips the count), the count stopping at the cap. */
+const OPEN_SESSION_CAP = `($14::bigint = 0 or (select count(*) from (select 1 from sessions o
+           where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
+           limit $14::bigint) o) < $14::bigint)`;
+
 /**
  * A session at price + the first free suffix after $12 (the partial unique index sessions_reserved_amount decides)
  * and its outbox row, given the allocated amount. $1..$11 the session, $13 suffixes, $14/$15 the seller's caps
@@ -25,9 +30,7 @@ const CREATE_AMOUNT_SESSION = `
       select 1 from sessions x where x.amount_reserved and x.exact_amount_micro = $7::bigint + c.suffix
     )
       -- The seller's caps (limits.ts), each count stopping at its cap; 0 is no cap and skips the count.
-      and ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
-           where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
-           limit $14::bigint) o) < $14::bigint)
+      and ${OPEN_SESSION_CAP}
       and ($15::bigint = 0 or (select count(*) from (select 1 from sessions h
            where h.seller_id = $2::text and h.amount_reserved and h.transfer_id is null
              and h.exact_amount_micro between $7::bigint + 1 and $7::bigint + $13::bigint
@@ -44,16 +47,6 @@ const CREATE_AMOUNT_SESSION = `
     from created
   )`;
 
-/** The same, plus the idempotency record: $19 idempotency key, $20 request hash. */
-const CREATE_AMOUNT_SESSION_IDEMPOTENT = `${CREATE_AMOUNT_SESSION}, idempotency as (
-    insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
-    select seller_id, $19::text, $20::text, session_id, $9::timestamptz from created
-  )
-  select exact_amount_micro from created`;
-
-const CREATE_AMOUNT_SESSION_PLAIN = `${CREATE_AMOUNT_SESSION}
-  select exact_amount_micro from created`;
-
 /**
  * A session at its own deposit address with both outbox rows, so no address reaches a buyer unheard of.
  * $12/$13 address and index, $14 the open-session cap, $15..$17 and $18..$20 the two events.
@@ -65,9 +58,7 @@ const CREATE_DEPOSIT_SESSION = `
       deposit_address, derivation_index)
     select $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bigint, $7::bigint, 'open',
       $8::int, $9::timestamptz, $10::timestamptz, $11::timestamptz, false, $9::timestamptz, $12::text, $13::bigint
-    where ($14::bigint = 0 or (select count(*) from (select 1 from sessions o
-           where o.seller_id = $2::text and o.status = 'open' and o.expires_at > $9::timestamptz
-           limit $14::bigint) o) < $14::bigint)
+    where ${OPEN_SESSION_CAP}
     returning session_id, seller_id
   ), events as (
     insert into outbox (id, subject, envelope, published_at)
@@ -75,20 +66,20 @@ const CREATE_DEPOSIT_SESSION = `
     from created, (values ($15::text, $16::text, $17::jsonb), ($18::text, $19::text, $20::jsonb)) e(id, subject, envelope)
   )`;
 
-/** The same, plus the idempotency record: $21 idempotency key, $22 request hash. */
-const CREATE_DEPOSIT_SESSION_IDEMPOTENT = `${CREATE_DEPOSIT_SESSION}, idempotency as (
+/** Each statement without and with the idempotency record: the key and request hash follow its last parameter. */
+function withAndWithoutKey(base: string, last: number, result: string): readonly [string, string] {
+  const idempotency = `, idempotency as (
     insert into idempotency_keys (seller_id, idempotency_key, request_hash, session_id, created_at)
-    select seller_id, $21::text, $22::text, session_id, $9::timestamptz from created
-  )
-  select 1 from created`;
-
-const CREATE_DEPOSIT_SESSION_PLAIN = `${CREATE_DEPOSIT_SESSION}
-  select 1 from created`;
+    select seller_id, $${last + 1}::text, $${last + 2}::text, session_id, $9::timestamptz from created
+  )`;
+  const select = `\n  select ${result} from created`;
+  return [`${base}${select}`, `${base}${idempotency}${select}`];
+}
 
 const STATEMENTS = {
-  amount: [CREATE_AMOUNT_SESSION_PLAIN, CREATE_AMOUNT_SESSION_IDEMPOTENT],
-  deposit: [CREATE_DEPOSIT_SESSION_PLAIN, CREATE_DEPOSIT_SESSION_IDEMPOTENT],
-} as const;
+  amount: withAndWithoutKey(CREATE_AMOUNT_SESSION, 18, 'exact_amount_micro'),
+  deposit: withAndWithoutKey(CREATE_DEPOSIT_SESSION, 20, '1'),
+};
 
 /** An event envelope for the outbox row written with the session. */
 type OutboxEvent = { id: string; type: string };
