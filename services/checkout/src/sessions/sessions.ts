@@ -240,7 +240,7 @@ export class SessionStore {
       if (this.capacity.share > 0 && held >= this.capacity.share) return { fallback: 'seller_share' };
       if (taken >= this.capacity.suffixes) {
         // The sweeper releases lapsed amounts every SWEEP_INTERVAL_MS; this price's may not have been yet.
-        if (released || (await this.releaseLapsedReservationsOf(input.priceMicro)) === 0) {
+        if (released || (await this.releaseLapsedReservations(input.priceMicro)) === 0) {
           return { fallback: 'price_crowded' };
         }
         released = true;
@@ -261,17 +261,6 @@ export class SessionStore {
           and exact_amount_micro between ${low} and ${high}) as held`.execute(this.ctx.db);
     const row = result.rows[0]!;
     return { taken: Number(row.taken), held: Number(row.held) };
-  }
-
-  /** The request path's release: only this price's amounts whose late window has passed. */
-  private async releaseLapsedReservationsOf(priceMicro: bigint): Promise<number> {
-    const result = await sql`
-      update sessions set amount_reserved = false
-      where amount_reserved and late_until <= ${this.config.now()}
-        and exact_amount_micro between ${priceMicro + 1n} and ${priceMicro + BigInt(this.capacity.suffixes)}`.execute(
-      this.ctx.db,
-    );
-    return Number(result.numAffectedRows ?? 0n);
   }
 
   /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
@@ -330,17 +319,19 @@ export class SessionStore {
     });
   }
 
-  /** Frees the amounts of sessions whose late window has passed: no transfer can match them any more. */
-  async releaseLapsedReservations(): Promise<number> {
-    return this.ctx.inTransaction(async (trx) => {
-      const result = await sql`
-        update sessions set amount_reserved = false
-        where session_id in (
-          select session_id from sessions where amount_reserved and late_until <= ${this.config.now()}
-          order by late_until limit ${SWEEP_BATCH} for update skip locked
-        )`.execute(trx);
-      return Number(result.numAffectedRows ?? 0n);
-    });
+  /** Frees the amounts of sessions whose late window has passed (the request path: only this price's suffixes). */
+  async releaseLapsedReservations(priceMicro?: bigint): Promise<number> {
+    const ofPrice =
+      priceMicro === undefined
+        ? sql``
+        : sql`and exact_amount_micro between ${priceMicro + 1n} and ${priceMicro + BigInt(this.capacity.suffixes)}`;
+    const result = await sql`
+      update sessions set amount_reserved = false
+      where session_id in (
+        select session_id from sessions where amount_reserved and late_until <= ${this.config.now()} ${ofPrice}
+        order by late_until limit ${SWEEP_BATCH} for update skip locked
+      )`.execute(this.ctx.db);
+    return Number(result.numAffectedRows ?? 0n);
   }
 }
 
