@@ -7,14 +7,8 @@ import type { CheckoutTrx } from '../db';
  * whose revision is not newer than the stored one is ignored (redelivery, reordering).
  */
 export async function projectSkill(trx: CheckoutTrx, data: EventData<'skill.updated'>): Promise<void> {
-  const endpoints = data.endpoints.map((e) => ({
-    endpointId: e.endpointId,
-    path: e.path,
-    method: e.method,
-    description: e.description,
-    price: e.price,
-    active: e.active,
-  }));
+  // Endpoints are closed objects: all but their health (no concern of checkout's) is kept.
+  const endpoints = data.endpoints.map(({ isHealthy: _, ...endpoint }) => endpoint);
   await sql`
     insert into skills (skill_id, seller_id, revision, name, display_name, status, hold_period_hours, endpoints, updated_at)
     values (${data.skillId}, ${data.sellerId}, ${data.revision}, ${data.name}, ${data.displayName}, ${data.status},
