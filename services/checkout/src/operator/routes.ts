@@ -1,13 +1,13 @@
 import { CheckoutSessionSnapshot, Nullable } from '@paygate/contracts';
 import { type AnyRoute, defineRoute, HttpError, operatorAuth } from '@paygate/http';
+import { formatUsdcExact } from '@paygate/money';
 import type { ServiceContext } from '@paygate/runtime';
 import { type SchemaOptions, Type } from '@sinclair/typebox';
 import type { CheckoutConfig } from '../config';
-import { type CheckoutDatabase, TRANSFER_STATUSES } from '../db';
+import { type CheckoutDatabase, TRANSFER_STATUSES, type TransferRow } from '../db';
 import type { ClaimRefusal } from '../matching/operator';
 import { attachTransfer, markTransferForRefund } from '../matching/operator';
 import type { MatchingDeps } from '../matching/session-payments';
-import { toTransferView } from '../matching/views';
 import { toSnapshot } from '../sessions/snapshot';
 
 const literalUnion = <T extends string>(values: readonly T[], options?: SchemaOptions) =>
@@ -33,7 +33,7 @@ const RefundBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** What toTransferView answers. */
+/** An operator's view of a transfer. */
 export const TransferView = Type.Object({
   transferId: Type.String({ pattern: '^tr_[0-9a-f]{24}$' }),
   status: literalUnion(TRANSFER_STATUSES, {
@@ -75,6 +75,29 @@ export const TransferView = Type.Object({
   observedAt: Type.String({ format: 'date-time' }),
   resolvedAt: Nullable(Type.String({ format: 'date-time' })),
 });
+
+function toTransferView(row: TransferRow) {
+  return {
+    transferId: row.transfer_id,
+    status: row.status,
+    reason: row.unmatched_reason,
+    candidateSessionId: row.candidate_session_id,
+    sessionId: row.session_id,
+    chainId: row.chain_id,
+    network: row.network,
+    txHash: row.tx_hash,
+    logIndex: row.log_index,
+    blockNumber: Number(row.block_number),
+    from: row.from_address,
+    to: row.to_address,
+    token: row.token_address,
+    amount: formatUsdcExact(row.amount_micro),
+    note: row.resolution_note,
+    refundRequestId: row.refund_request_id ?? null,
+    observedAt: row.observed_at.toISOString(),
+    resolvedAt: row.resolved_at?.toISOString() ?? null,
+  };
+}
 
 interface OperatorRouteDeps {
   ctx: ServiceContext<CheckoutDatabase>;
