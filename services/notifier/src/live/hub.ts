@@ -7,6 +7,7 @@ import { Gauge, type Registry } from '@paygate/runtime';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Logger } from '@paygate/telemetry';
 import type { Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { Subscription } from 'nats';
 import { type RawData, type WebSocket, WebSocketServer } from 'ws';
 import type { NotifierConfig } from '../config';
@@ -48,7 +49,7 @@ export class LiveUpdates {
   private readonly clients = new Set<Client>();
   /** Open sockets per client address (an IPv6 one by its /64: addressBucket) on this replica. */
   private readonly socketsByAddress = new Map<string, number>();
-  private readonly recent = new Map<string, CheckoutSessionSnapshot>();
+  private readonly recent = new LRUCache<string, CheckoutSessionSnapshot>({ max: RECENT_SNAPSHOTS });
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly connections: Gauge;
 
@@ -153,11 +154,8 @@ export class LiveUpdates {
   /** Sends a snapshot to every socket of this replica subscribed to its session. */
   publish(snapshot: CheckoutSessionSnapshot): void {
     const known = this.recent.get(snapshot.sessionId);
-    if (!known || Date.parse(known.updatedAt) <= Date.parse(snapshot.updatedAt)) {
-      this.recent.delete(snapshot.sessionId);
+    if (!known || Date.parse(known.updatedAt) <= Date.parse(snapshot.updatedAt))
       this.recent.set(snapshot.sessionId, snapshot);
-      if (this.recent.size > RECENT_SNAPSHOTS) this.recent.delete(this.recent.keys().next().value as string);
-    }
     for (const client of this.bySession.get(snapshot.sessionId) ?? []) sendSnapshot(client, snapshot);
   }
 
