@@ -109,7 +109,7 @@ export function insertEndpoint(
   });
 }
 
-/** Applies the fields given to the seller's endpoint; those left out stay. */
+/** Applies the fields given to the seller's endpoint; those left out (undefined: kysely skips them) stay. */
 export function updateEndpoint(
   db: NotifierDb,
   at: { sellerId: string; endpointId: string; now: Date },
@@ -118,10 +118,10 @@ export function updateEndpoint(
   return db
     .updateTable('webhook_endpoints')
     .set({
-      ...(change.url !== undefined ? { url: change.url } : {}),
-      ...(change.events !== undefined ? { events: change.events } : {}),
-      ...(change.description !== undefined ? { description: change.description.trim() } : {}),
-      ...(change.enabled !== undefined ? { enabled: change.enabled } : {}),
+      url: change.url,
+      events: change.events,
+      description: change.description?.trim(),
+      enabled: change.enabled,
       updated_at: at.now,
     })
     .where('endpoint_id', '=', at.endpointId)
@@ -195,7 +195,7 @@ export function createTestDelivery(
     },
   });
   return ctx.inTransaction(async (trx) => {
-    await createDelivery(trx, {
+    const created = await createDelivery(trx, {
       eventId,
       eventType: TEST_EVENT_TYPE,
       sellerId,
@@ -206,10 +206,7 @@ export function createTestDelivery(
       retryWindowHours: 1,
       endpointId: endpoint.endpoint_id,
     });
-    return trx
-      .selectFrom('webhook_deliveries')
-      .selectAll()
-      .where('event_id', '=', eventId)
-      .executeTakeFirstOrThrow();
+    // A new event id: never a repeat.
+    return created as DeliveryRow;
   });
 }

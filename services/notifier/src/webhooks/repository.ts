@@ -41,11 +41,11 @@ function pendingDelivery(at: NewDelivery & { redeliveryOf: string | null }) {
   };
 }
 
-/** Records the event's body once and its automatic delivery to the seller; a repeat is a no-op. */
+/** Records the event's body once and its automatic delivery to the seller; a repeat is a no-op (undefined). */
 export async function createDelivery(
   trx: Transaction<NotifierDatabase>,
   input: NewDelivery & { eventType: string; body: string },
-): Promise<void> {
+): Promise<DeliveryRow | undefined> {
   await trx
     .insertInto('webhook_events')
     .values({
@@ -59,7 +59,7 @@ export async function createDelivery(
     })
     .onConflict((oc) => oc.column('event_id').doNothing())
     .execute();
-  await trx
+  return trx
     .insertInto('webhook_deliveries')
     .values(pendingDelivery({ ...input, redeliveryOf: null }))
     .onConflict((oc) =>
@@ -75,7 +75,8 @@ export async function createDelivery(
             .where('endpoint_id', 'is', null)
             .doNothing(),
     )
-    .execute();
+    .returningAll()
+    .executeTakeFirst();
 }
 
 export interface AttemptResult {
