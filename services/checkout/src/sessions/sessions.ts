@@ -174,14 +174,13 @@ export class SessionStore {
     try {
       if (input.matching === 'amount') {
         const created = await this.createByAmount(input, idempotency);
-        if ('replayed' in created) return created;
-        if (created.session) {
+        if (typeof created === 'object') {
           // Written outside inTransaction (which would wake the outbox relay itself).
-          this.ctx.relay.kick();
-          return { ...created.session, replayed: false };
+          if (!created.replayed) this.ctx.relay.kick();
+          return created;
         }
         this.ctx.logger.info(
-          { sellerId: input.sellerId, price: formatUsdcExact(input.priceMicro), reason: created.fallback },
+          { sellerId: input.sellerId, price: formatUsdcExact(input.priceMicro), reason: created },
           'no unique amount for this session; it is paid at its own deposit address',
         );
       }
@@ -205,31 +204,17 @@ export class SessionStore {
     }
   }
 
-  private async replayed(
-    input: NewSession,
-    idempotency: IdempotencyClaim | undefined,
-  ): Promise<(CreatedSession & { replayed: true }) | undefined> {
-    if (!idempotency) return undefined;
-    const previous = await this.findIdempotent(input.sellerId, idempotency);
-    return previous && { session: previous, snapshot: toSnapshot(previous, this.config), replayed: true };
-  }
-
   /** Bounded amount allocation: a session, a replay, or why to fall back to a deposit address (429 at the cap). */
   private async createByAmount(
     input: NewSession,
     idempotency: IdempotencyClaim | undefined,
-  ): Promise<
-    | (CreatedSession & { replayed: true })
-    | { session: CreatedSession; fallback?: undefined }
-    | { session?: undefined; fallback: AmountFallbackReason }
-  > {
+  ): Promise<(CreatedSession & { replayed: boolean }) | AmountFallbackReason> {
     // A suffix on top would pass the largest USDC amount any part of the system accepts.
-    if (input.priceMicro + BigInt(this.capacity.suffixes) > MAX_AMOUNT_MICRO)
-      return { fallback: 'amount_at_limit' };
+    if (input.priceMicro + BigInt(this.capacity.suffixes) > MAX_AMOUNT_MICRO) return 'amount_at_limit';
     let released = false;
     for (let attempt = 1; attempt <= MAX_ALLOCATION_ATTEMPTS; attempt++) {
       const created = await this.insertWithUniqueAmount(input, idempotency);
-      if (created) return { session: created };
+      if (created) return { ...created, replayed: false };
       // Nothing inserted, so the key was not checked: a retry must replay even when the price is crowded.
       if (attempt === 1) {
         const previous = await this.replayed(input, idempotency);
@@ -237,17 +222,16 @@ export class SessionStore {
       }
       await this.limits?.admitSeller(input.sellerId);
       const { taken, held } = await this.amountsHeld(input.sellerId, input.priceMicro);
-      if (this.capacity.share > 0 && held >= this.capacity.share) return { fallback: 'seller_share' };
+      if (this.capacity.share > 0 && held >= this.capacity.share) return 'seller_share';
       if (taken >= this.capacity.suffixes) {
         // The sweeper releases lapsed amounts every SWEEP_INTERVAL_MS; this price's may not have been yet.
-        if (released || (await this.releaseLapsedReservations(input.priceMicro)) === 0) {
-          return { fallback: 'price_crowded' };
-        }
+        if (released || (await this.releaseLapsedReservations(input.priceMicro)) === 0)
+          return 'price_crowded';
         released = true;
       }
       // Else a concurrent creation took the amount this one picked: try again from another start.
     }
-    return { fallback: 'contention' };
+    return 'contention';
   }
 
   /** This price's amounts held by matchable sessions, and how many of them the seller's unpaid sessions hold. */
@@ -263,22 +247,27 @@ export class SessionStore {
     return { taken: Number(row.taken), held: Number(row.held) };
   }
 
-  /** Same key and same body: the same session. Same key, other body: 409 idempotency_key_reused. */
-  private async findIdempotent(sellerId: string, claim: IdempotencyClaim): Promise<SessionRow | undefined> {
+  /** Same key and same body: the same session, replayed. Same key, other body: 409 idempotency_key_reused. */
+  private async replayed(
+    input: NewSession,
+    claim: IdempotencyClaim | undefined,
+  ): Promise<(CreatedSession & { replayed: true }) | undefined> {
+    if (!claim) return undefined;
     const { db } = this.ctx;
     const previous = await db
       .selectFrom('idempotency_keys')
       .select(['request_hash', 'session_id'])
-      .where('seller_id', '=', sellerId)
+      .where('seller_id', '=', input.sellerId)
       .where('idempotency_key', '=', claim.key)
       .executeTakeFirst();
     if (!previous) return undefined;
     refuseOtherRequest(previous.request_hash, claim.requestHash);
-    return db
+    const session = await db
       .selectFrom('sessions')
       .selectAll()
       .where('session_id', '=', previous.session_id)
       .executeTakeFirstOrThrow();
+    return { session, snapshot: toSnapshot(session, this.config), replayed: true };
   }
 
   /** Reads a session; an open session past its expiry is expired on the spot (with its event). */
