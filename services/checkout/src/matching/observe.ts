@@ -66,21 +66,18 @@ export async function observeTransfer(deps: MatchingDeps, trx: CheckoutTrx, data
   const decision = await decideMatch(deps, trx, data, amountMicro, now);
   const transfer = await saveObservedTransfer(trx, data, existing, decision, amountMicro, now);
   const { session, claimedBy, candidate, unmatchedReason, paymentId } = decision;
-  if (!session) {
-    if (claimedBy) {
-      deps.logger.info(
-        { txHash: data.txHash, logIndex: data.logIndex, claimedBy, candidateSessionId: candidate },
-        'transfer already claimed through another payment path; not unmatched',
-      );
-      return;
-    }
+  if (session)
+    await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now), paymentId);
+  else if (claimedBy)
+    deps.logger.info(
+      { txHash: data.txHash, logIndex: data.logIndex, claimedBy, candidateSessionId: candidate },
+      'transfer already claimed through another payment path; not unmatched',
+    );
+  else
     deps.logger.warn(
       { txHash: data.txHash, logIndex: data.logIndex, amount: data.amount, reason: unmatchedReason },
       'transfer matches no session; kept as unmatched',
     );
-    return;
-  }
-  await applyToSession(deps, trx, session, transfer, outcomeFor(session, amountMicro, now), paymentId);
 }
 
 const unmatched = (unmatchedReason: string | null, candidate: string | null = null): MatchDecision => ({
