@@ -208,31 +208,17 @@ async function refusal(
   if (refused.reason !== 'claimed_elsewhere') {
     return { refused: { status: 409, code: refused.reason, message: refused.message }, transfer };
   }
-  const code = refused.claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment';
-  if (transfer.status !== 'unmatched') {
-    // An underpaid session's transfer stays attached to its session: the ledger says a payment holds it.
-    return {
-      refused: { status: 409, code, message: refused.message, claimedBy: refused.claimedBy },
-      transfer,
-    };
-  }
+  const { claimedBy, message } = refused;
+  const code = claimedBy === 'operator_refund' ? 'transfer_refunded' : 'transfer_claimed_by_payment';
+  // An underpaid session's transfer stays attached to its session: the ledger says a payment holds it.
+  if (transfer.status !== 'unmatched')
+    return { refused: { status: 409, code, message, claimedBy }, transfer };
   const claimed = await trx
     .updateTable('transfers')
-    .set({
-      status: 'claimed',
-      unmatched_reason: `claimed_by_${refused.claimedBy}`,
-      updated_at: deps.config.now(),
-    })
+    .set({ status: 'claimed', unmatched_reason: `claimed_by_${claimedBy}`, updated_at: deps.config.now() })
     .where('transfer_id', '=', transfer.transfer_id)
     .returningAll()
     .executeTakeFirstOrThrow();
-  return {
-    refused: {
-      status: 409,
-      code,
-      message: `${refused.message}; it is not unmatched money (claimed by ${refused.claimedBy})`,
-      claimedBy: refused.claimedBy,
-    },
-    transfer: claimed,
-  };
+  const notUnmatched = `${message}; it is not unmatched money (claimed by ${claimedBy})`;
+  return { refused: { status: 409, code, message: notUnmatched, claimedBy }, transfer: claimed };
 }
