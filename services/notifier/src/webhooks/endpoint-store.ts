@@ -23,7 +23,7 @@ export const ALL_EVENTS = '*';
 type NewEndpoint = { url: string; events: string[]; description?: string; enabled?: boolean };
 
 /** A seller's endpoints that are not deleted. */
-const liveEndpoints = (db: NotifierDb, sellerId: string) =>
+export const liveEndpoints = (db: NotifierDb, sellerId: string) =>
   db
     .selectFrom('webhook_endpoints')
     .selectAll()

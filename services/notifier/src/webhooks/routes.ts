@@ -19,6 +19,7 @@ import { DELIVERY_STATUSES, type NotifierDatabase } from '../db';
 import { findSeller } from '../sellers/repository';
 import { circuitsOf, targetOf } from './circuits';
 import { Delivery, deliveryView, toDeliveryView } from './delivery-view';
+import { liveEndpoints } from './endpoint-store';
 import { endpointRoutes, type WebhookRouteDeps } from './endpoints';
 import {
   attemptsOf,
@@ -168,14 +169,10 @@ async function redeliveryUrl(
   original: DeliveryRow,
 ): Promise<string> {
   if (original.endpoint_id) {
-    const endpoint = await trx
-      .selectFrom('webhook_endpoints')
-      .select('url')
+    const endpoint = await liveEndpoints(trx, sellerId)
       .where('endpoint_id', '=', original.endpoint_id)
-      .where('deleted_at', 'is', null)
       .executeTakeFirst();
-    if (!endpoint?.url)
-      throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
+    if (!endpoint) throw conflict('webhook_endpoint_deleted', 'the endpoint of this delivery was deleted');
     return endpoint.url;
   }
   const url = (await findSeller(trx, sellerId))?.webhook_url;
