@@ -14,7 +14,6 @@ import { WebhookSecrets } from './sellers/secrets';
 import { Delivery } from './webhooks/delivery-view';
 import { WebhookDispatcher } from './webhooks/dispatcher';
 import { Endpoint } from './webhooks/endpoints';
-import { limitManualDeliveries } from './webhooks/manual-deliveries';
 import { webhookDocuments } from './webhooks/payload';
 import { webhookRoutes } from './webhooks/routes';
 
@@ -71,10 +70,9 @@ export async function startNotifier(
             occurredAt: attemptedAt.toISOString(),
           }),
       });
-      // A seller's test events and redeliveries per minute (every replica's, counted in Postgres).
       const manualDeliveries = new SharedRateLimiter(ctx.db, config.manualDeliveriesPerMinute, config.now);
-      const routes = [...liveRoutes(), ...webhookRoutes(ctx, { auth, dispatcher, config, secrets })];
-      limitManualDeliveries(routes, manualDeliveries);
+      const deps = { auth, dispatcher, config, secrets, manualDeliveries };
+      const routes = [...liveRoutes(), ...webhookRoutes(ctx, deps)];
       return {
         dispatcher,
         live,

@@ -1,5 +1,5 @@
 import { newEventId } from '@paygate/contracts';
-import { type AnyRoute, badRequest, defineRoute } from '@paygate/http';
+import { type AnyRoute, badRequest, defineRoute, type SharedRateLimiter } from '@paygate/http';
 import { publicUrlProblem } from '@paygate/net';
 import type { ServiceContext } from '@paygate/runtime';
 import { requireWalletSession, type SellerAuth } from '@paygate/seller-auth';
@@ -26,7 +26,7 @@ import {
   updateEndpoint,
 } from './endpoint-store';
 import { WEBHOOK_EVENT_TYPES } from './payload';
-import { secretKeyAuth, sellerOf } from './seller-request';
+import { manualDeliveryLimit, secretKeyAuth, sellerOf } from './seller-request';
 
 const EventName = Type.Union([...WEBHOOK_EVENT_TYPES.map((t) => Type.Literal(t)), Type.Literal(ALL_EVENTS)]);
 const Events = Type.Array(EventName, {
@@ -115,6 +115,8 @@ export interface WebhookRouteDeps {
   config: NotifierConfig;
   secrets: WebhookSecrets;
   dispatcher: WebhookDispatcher;
+  /** A seller's test events and redeliveries per minute (every replica's, counted in Postgres). */
+  manualDeliveries: SharedRateLimiter;
 }
 
 /** Webhook endpoints, beside the account's single webhook URL (registry). */
@@ -239,6 +241,7 @@ function oneEndpointRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookR
 function endpointActionRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute[] {
   const auth = secretKeyAuth(deps.auth);
   const { config, secrets, dispatcher } = deps;
+  const limited = manualDeliveryLimit(deps.manualDeliveries);
   return [
     defineRoute({
       method: 'post',
@@ -277,7 +280,8 @@ function endpointActionRoutes(ctx: ServiceContext<NotifierDatabase>, deps: Webho
       responses: {
         '202': { description: 'the test delivery, pending (see its attempts in the deliveries)' },
       },
-      errors: { '404': 'no such endpoint' },
+      errors: { '404': 'no such endpoint', ...limited.errors },
+      before: limited.before,
       handler: async (req, res) => {
         const sellerId = sellerOf(req);
         const endpoint = await findEndpoint(ctx.db, sellerId, req.params.id);

@@ -29,7 +29,7 @@ import {
   findDelivery,
   listDeliveries,
 } from './repository';
-import { secretKeyAuth, sellerOf } from './seller-request';
+import { manualDeliveryLimit, secretKeyAuth, sellerOf } from './seller-request';
 
 const Id = Type.String({ pattern: '^[0-9A-Za-z_-]{1,64}$' });
 const ListQuery = Type.Object(
@@ -112,6 +112,7 @@ function deliveryLogRoutes(ctx: ServiceContext<NotifierDatabase>, deps: WebhookR
 
 function redeliverRoute(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRouteDeps): AnyRoute {
   const { config, dispatcher } = deps;
+  const limited = manualDeliveryLimit(deps.manualDeliveries);
   return defineRoute({
     method: 'post',
     path: '/api/v1/webhooks/deliveries/:id/redeliver',
@@ -125,7 +126,12 @@ function redeliverRoute(ctx: ServiceContext<NotifierDatabase>, deps: WebhookRout
       ),
     ],
     responses: { '202': { description: 'the new delivery, pending', schema: Delivery } },
-    errors: { '404': 'no such delivery', '409': 'idempotency_key_reused | webhook_url_missing' },
+    errors: {
+      '404': 'no such delivery',
+      '409': 'idempotency_key_reused | webhook_url_missing',
+      ...limited.errors,
+    },
+    before: limited.before,
     handler: async (req, res) => {
       const sellerId = sellerOf(req);
       const key = idempotencyKeyOf(req);
