@@ -122,8 +122,7 @@ export async function reverseReorgedTransfer(
     return;
   }
   // Already reorged, or since re-observed in another block: nothing of ours stands on that block.
-  if (transfer.status === 'reorged') return;
-  if (transfer.block_hash !== data.blockHash.toLowerCase()) return;
+  if (transfer.status === 'reorged' || transfer.block_hash !== data.blockHash.toLowerCase()) return;
   await trx
     .updateTable('transfers')
     .set({ status: 'reorged', session_id: null, updated_at: now })
