@@ -308,7 +308,7 @@ export class SessionStore {
     });
   }
 
-  /** Frees the amounts of sessions whose late window has passed (the request path: only this price's suffixes). */
+  /** Frees amounts past their late window (no transfer can match them); with a price, only its suffixes. */
   async releaseLapsedReservations(priceMicro?: bigint): Promise<number> {
     const ofPrice =
       priceMicro === undefined
