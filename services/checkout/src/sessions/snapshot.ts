@@ -1,5 +1,5 @@
 import { enqueueEvent } from '@paygate/bus';
-import { createEvent, type EventData } from '@paygate/contracts';
+import { createEvent, type EventData, type Subject } from '@paygate/contracts';
 import { formatUsdcExact } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { getAddress } from 'ethers';
@@ -7,13 +7,8 @@ import type { CheckoutConfig } from '../config';
 import type { CheckoutTrx, SessionRow } from '../db';
 
 export type SessionSnapshot = EventData<'checkout.session_created'>;
-type SessionEventType =
-  | 'checkout.session_created'
-  | 'checkout.session_paid'
-  | 'checkout.session_underpaid'
-  | 'checkout.session_expired'
-  | 'checkout.session_reopened'
-  | 'checkout.session_refunded';
+/** Every checkout.session_* subject: each carries the session's snapshot. */
+type SessionEventType = Extract<Subject, `checkout.session_${string}`>;
 
 /** The public session object: exactly CheckoutSessionSnapshot (POST/GET responses, events, WebSocket). */
 export function toSnapshot(row: SessionRow, config: CheckoutConfig): SessionSnapshot {
