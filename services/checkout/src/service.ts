@@ -53,7 +53,7 @@ export function startCheckout(config: CheckoutConfig): Promise<RunningService<Ch
         use: [{ path: '/api/v1/checkout', handlers: [cors, corsOnError] }],
         routes: [
           ...staticRoutes(),
-          ...sessionRoutes(ctx, config, store, sellerAuth, projections, limits),
+          ...sessionRoutes(ctx, { config, store, sellerAuth, projections, limits }),
           ...operatorRoutes(ctx, config, matching),
         ],
         openApi: { path: '/api/v1/openapi/checkout.json', document: checkoutDocument },

@@ -21,7 +21,7 @@ const refused = (status: number, code: CheckoutReason, message: string, field: s
 const keyRefused = (code: CheckoutReason, message: string, rule: string) =>
   refused(401, code, message, 'Authorization', rule);
 
-interface SessionCreatorDeps {
+export interface SessionCreatorDeps {
   config: CheckoutConfig;
   store: SessionStore;
   sellerAuth: SellerAuth;

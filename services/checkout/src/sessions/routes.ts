@@ -8,14 +8,11 @@ import {
   notFound,
 } from '@paygate/http';
 import type { ServiceContext } from '@paygate/runtime';
-import type { SellerAuth } from '@paygate/seller-auth';
 import type { CheckoutConfig } from '../config';
 import type { CheckoutDatabase } from '../db';
 import { RetryLaterError } from '../errors';
-import type { ProjectionCache } from '../projections/cache';
-import { CREATE_PATH, sessionCreator } from './create-input';
+import { CREATE_PATH, type SessionCreatorDeps, sessionCreator } from './create-input';
 import { createSessionFastPath } from './fast-path';
-import type { SessionLimits } from './limits';
 import { SessionBody, SessionIdParam } from './schemas';
 import type { SessionStore } from './sessions';
 import { toSnapshot } from './snapshot';
@@ -27,15 +24,9 @@ const idempotencyKey = idempotencyKeyParameter(
 type CreateSession = ReturnType<typeof sessionCreator>;
 
 /** The session routes (behind `cors` on /api/v1/checkout). */
-export function sessionRoutes(
-  ctx: ServiceContext<CheckoutDatabase>,
-  config: CheckoutConfig,
-  store: SessionStore,
-  sellerAuth: SellerAuth,
-  projections: ProjectionCache,
-  limits: SessionLimits,
-): AnyRoute[] {
-  const createSession = sessionCreator({ config, store, sellerAuth, projections, limits });
+export function sessionRoutes(ctx: ServiceContext<CheckoutDatabase>, deps: SessionCreatorDeps): AnyRoute[] {
+  const { config, store } = deps;
+  const createSession = sessionCreator(deps);
   const create = createSessionRoute(createSession);
   // The widget's session creation is answered on the bare request, ahead of express; the rest goes to express.
   create.bare = {
