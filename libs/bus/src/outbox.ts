@@ -7,6 +7,7 @@ import { BusError } from './errors';
 import { PollingLoop } from './polling-loop';
 import { publishDurably } from './publish';
 import type { BusTables } from './tables';
+import { settleWithin } from './timeout';
 
 const encoder = new TextEncoder();
 
@@ -130,16 +131,8 @@ export class OutboxRelay {
    * Runs a pass now and waits for it, at most `timeoutMs` (then a later pass publishes): for an event that must be
    * out before the caller answers (a revoked API key's seller.updated).
    */
-  async publishNow(timeoutMs = this.options.publishTimeoutMs): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.loop.runSoon(),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
-        timer.unref?.();
-      }),
-    ]);
-    clearTimeout(timer);
+  publishNow(timeoutMs = this.options.publishTimeoutMs): Promise<void> {
+    return settleWithin(this.loop.runSoon(), timeoutMs);
   }
 
   /** A pass in `delayMs` (asks meanwhile share it): a hot path's answers go out before its publishing competes. */

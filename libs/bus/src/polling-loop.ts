@@ -1,5 +1,6 @@
 import type { Logger } from '@paygate/telemetry';
 import { backoffCeilingMs } from './backoff';
+import { settleWithin } from './timeout';
 
 /** A pass's word on the next: nothing (wait the interval), `true` (run again at once) or `{ delayMs }`. */
 // biome-ignore lint/suspicious/noConfusingVoidType: a pass with nothing to say is a plain `async () => {}`.
@@ -73,18 +74,9 @@ export class PollingLoop {
     this.releaseWaiters();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const current = this.current;
-    if (!current) return;
-    if (this.options.stopWaitMs === undefined) {
-      await current;
-      return;
-    }
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      current,
-      new Promise((resolve) => (timer = setTimeout(resolve, this.options.stopWaitMs))),
-    ]);
-    clearTimeout(timer);
+    if (!this.current) return;
+    const { stopWaitMs } = this.options;
+    await (stopWaitMs === undefined ? this.current : settleWithin(this.current, stopWaitMs));
   }
 
   private schedule(delayMs: number): void {

@@ -80,37 +80,30 @@ export async function requestRpc<N extends RpcName>(
   options: { timeoutMs: number },
 ): Promise<RpcReply<N>> {
   const body = encoder.encode(JSON.stringify(validateRpcRequest(name, request)));
-  // A client span whose context travels in the request's headers: the responder's span is its child.
-  return withSpan(
-    `rpc ${name}`,
-    { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'nats', 'rpc.method': name } },
-    () => requestInSpan(bus, name, body, options),
-  );
-}
-
-async function requestInSpan<N extends RpcName>(
-  bus: Bus,
-  name: N,
-  body: Uint8Array,
-  options: { timeoutMs: number },
-): Promise<RpcReply<N>> {
   const sealedFields = sealedFieldsOf(name);
-  const replyKey = sealedFields.length > 0 ? newReplyKey() : undefined;
-  const headers = traceHeaders() ?? (replyKey ? natsHeaders() : undefined);
-  if (replyKey) headers?.set(REPLY_KEY_HEADER, replyKey.publicKey);
-  let message: Msg;
-  try {
-    message = await requestReply(bus, bus.rpcSubject(name), body, { timeoutMs: options.timeoutMs, headers });
-  } catch (error) {
-    throw new RpcUnavailableError(name, error);
-  }
-  const serviceError = ServiceError.toServiceError(message);
-  if (serviceError) throw new RpcServiceError(name, serviceError.code, serviceError.message);
-  const reply = JSON.parse(decoder.decode(message.data)) as Record<string, unknown>;
-  for (const field of sealedFields) {
-    if (replyKey && reply[field] !== undefined) reply[field] = openSealed(replyKey, reply[field], name);
-  }
-  return validateRpcReply(name, reply);
+  // A client span whose context travels in the request's headers: the responder's span is its child.
+  const span = { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'nats', 'rpc.method': name } };
+  return withSpan(`rpc ${name}`, span, async () => {
+    const replyKey = sealedFields.length > 0 ? newReplyKey() : undefined;
+    const headers = traceHeaders() ?? (replyKey ? natsHeaders() : undefined);
+    if (replyKey) headers?.set(REPLY_KEY_HEADER, replyKey.publicKey);
+    let message: Msg;
+    try {
+      message = await requestReply(bus, bus.rpcSubject(name), body, {
+        timeoutMs: options.timeoutMs,
+        headers,
+      });
+    } catch (error) {
+      throw new RpcUnavailableError(name, error);
+    }
+    const serviceError = ServiceError.toServiceError(message);
+    if (serviceError) throw new RpcServiceError(name, serviceError.code, serviceError.message);
+    const reply = JSON.parse(decoder.decode(message.data)) as Record<string, unknown>;
+    for (const field of sealedFields) {
+      if (replyKey && reply[field] !== undefined) reply[field] = openSealed(replyKey, reply[field], name);
+    }
+    return validateRpcReply(name, reply);
+  });
 }
 
 /** NATS headers with the active trace context; none without one (no header block for the responder). */

@@ -6,3 +6,11 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, timedOut: () => 
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** Resolves once `promise` settles or `ms` have passed, whichever comes first (never rejects). */
+export function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  return withTimeout(promise, ms, () => new Error('timed out')).then(
+    () => undefined,
+    () => undefined,
+  );
+}
