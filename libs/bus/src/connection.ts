@@ -8,7 +8,6 @@ import {
   type StreamConfig,
 } from 'nats';
 import { BusConfigError, JetStreamErrorCode, unlessJetStreamError } from './errors';
-import { inboxPrefixFor } from './inbox';
 
 export interface Bus {
   nc: NatsConnection;
@@ -37,6 +36,11 @@ export interface BusOptions {
   password?: string;
   /** CA certificate (PEM file) that signed the server's TLS certificate; set it, or use a `tls://` URL, for TLS. */
   caFile?: string;
+}
+
+/** Inbox prefix of a NATS user: its request replies and pull deliveries arrive under it, and nobody else may read it. */
+export function inboxPrefixFor(user: string): string {
+  return `_INBOX.${user}`;
 }
 
 /** NATS_URL may list every server of a cluster, comma-separated: `nats://a:4222,nats://b:4222`. */

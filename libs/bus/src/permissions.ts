@@ -9,8 +9,7 @@ import {
   SUBJECTS,
   type Subject,
 } from '@paygate/contracts';
-import { streamNames } from './connection';
-import { inboxPrefixFor } from './inbox';
+import { inboxPrefixFor, streamNames } from './connection';
 
 /**
  * NATS users for nats-server 2.9's `authorization` block, generated from @paygate/contracts: each service may

@@ -140,7 +140,9 @@ export function databaseOn<DB>(pool: pg.Pool, schema: string): Kysely<DB> {
 
 export function createPool(options: DatabaseOptions): pg.Pool {
   // Every wait is bounded: for a pooled connection, a statement, a lock, a transaction left open.
-  const limits = { ...DEFAULT_DATABASE_LIMITS, ...definedOnly(options) };
+  // An option left undefined keeps its default.
+  const set = Object.entries(options).filter(([, value]) => value !== undefined);
+  const limits: DatabaseLimits = { ...DEFAULT_DATABASE_LIMITS, ...Object.fromEntries(set) };
   const pool = new pg.Pool({
     connectionString: options.url,
     max: limits.poolSize,
@@ -160,14 +162,6 @@ export function createPool(options: DatabaseOptions): pg.Pool {
     prepareMarkedStatements(client);
   });
   return pool;
-}
-
-/** The limits the options set (an option left undefined keeps its default); the defaults name every limit. */
-function definedOnly(options: DatabaseOptions): Partial<DatabaseLimits> {
-  const limitNames = Object.keys(DEFAULT_DATABASE_LIMITS) as (keyof DatabaseLimits)[];
-  return Object.fromEntries(
-    limitNames.filter((name) => options[name] !== undefined).map((name) => [name, options[name]]),
-  );
 }
 
 /** Creates the schema if needed and runs `migrations` (kysely's table in it), one replica at a time. */

@@ -25,11 +25,10 @@ import {
 import { createLogger, type Logger } from '@paygate/telemetry';
 import type { ErrorRequestHandler, Express, RequestHandler } from 'express';
 import { type Kysely, type Migration, sql, type Transaction } from 'kysely';
-import { registerBusMetrics } from './bus-metrics';
 import type { CommonConfig } from './config';
 import { createPool, databaseOn, migrateToLatest, type RepeatableSql } from './database';
 import { NotReadyError, ReadinessTimeoutError, RuntimeReason, UndeclaredConsumerError } from './errors';
-import { createMetrics, httpMetricsMiddleware, type ServiceMetrics } from './metrics';
+import { createMetrics, httpMetricsMiddleware, registerBusMetrics, type ServiceMetrics } from './metrics';
 import { describeError, retryStartup } from './retry';
 import { transactionRetryingConflicts } from './transaction';
 
