@@ -98,18 +98,16 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
   throw lastError;
 }
 
-function anvilArgs(host: string, port: number, chainId: number): string[] {
-  return ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
-}
-
 function anvilProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   return makeProvider(rpcUrl, { timeoutMs: 10_000, chainId, pollingIntervalMs: 100 });
 }
 
 /** A started anvil; with `logPath` (the worker's shared one) it logs there, unref'd: nothing waits for it. */
-function spawnAnvil(args: string[], listeningLine: string, logPath?: string) {
+function spawnAnvil(host: string, port: number, chainId: number, extraArgs: string[], logPath?: string) {
+  const args = ['--host', host, '--port', String(port), '--chain-id', String(chainId), '--accounts', '10'];
+  const listeningLine = `Listening on ${host}:${port}`;
   const logFd = logPath === undefined ? 'pipe' : openSync(logPath, 'w');
-  const child = spawn(resolveAnvilBinary(), args, { stdio: ['ignore', logFd, logFd] });
+  const child = spawn(resolveAnvilBinary(), [...args, ...extraArgs], { stdio: ['ignore', logFd, logFd] });
   if (typeof logFd === 'number') {
     closeSync(logFd);
     child.unref();
@@ -140,6 +138,8 @@ function spawnAnvil(args: string[], listeningLine: string, logPath?: string) {
   });
   return {
     child,
+    rpcUrl: `http://127.0.0.1:${port}`,
+    chainId,
     exitCode: () => exitCode,
     listening: () => (listening ||= output().includes(listeningLine)),
     output: () => output().slice(-4000),
@@ -156,12 +156,8 @@ function spawnAnvil(args: string[], listeningLine: string, logPath?: string) {
 }
 
 /** Waits until the node says it listens (so it bound the port) and answers `chainId`; else stops it and throws. */
-async function waitForAnvil(
-  anvil: ReturnType<typeof spawnAnvil>,
-  rpcUrl: string,
-  chainId: number,
-  startTimeoutMs: number,
-) {
+async function waitForAnvil(anvil: ReturnType<typeof spawnAnvil>, startTimeoutMs = 10_000) {
+  const { rpcUrl, chainId } = anvil;
   const deadline = Date.now() + startTimeoutMs;
   for (;;) {
     if (anvil.exitCode() !== undefined) {
@@ -187,13 +183,13 @@ async function waitForAnvil(
 
 async function startAnvilOnPort(port: number, options: StartAnvilOptions): Promise<AnvilInstance> {
   const chainId = options.chainId ?? DEFAULT_CHAIN_ID;
-  const host = options.host ?? '127.0.0.1';
-  const args = anvilArgs(host, port, chainId);
-  if (options.blockTimeSec !== undefined) args.push('--block-time', String(options.blockTimeSec));
-  args.push(...(options.extraArgs ?? []));
-  const anvil = spawnAnvil(args, `Listening on ${host}:${port}`);
-  const rpcUrl = `http://127.0.0.1:${port}`;
-  await waitForAnvil(anvil, rpcUrl, chainId, options.startTimeoutMs ?? 10_000);
+  const blockTime = options.blockTimeSec === undefined ? [] : ['--block-time', String(options.blockTimeSec)];
+  const anvil = spawnAnvil(options.host ?? '127.0.0.1', port, chainId, [
+    ...blockTime,
+    ...(options.extraArgs ?? []),
+  ]);
+  await waitForAnvil(anvil, options.startTimeoutMs);
+  const { rpcUrl } = anvil;
   const provider = anvilProvider(rpcUrl, chainId);
   let stopping: Promise<void> | undefined;
   return {
@@ -311,9 +307,8 @@ async function resetToGenesis(state: Omit<SharedAnvilState, 'leased'>): Promise<
 
 async function startSharedProcess(port: number): Promise<Omit<SharedAnvilState, 'leased'>> {
   const logPath = path.join(os.tmpdir(), `paygate-shared-anvil-${process.pid}.log`);
-  const args = anvilArgs('127.0.0.1', port, DEFAULT_CHAIN_ID);
-  const anvil = spawnAnvil(args, `Listening on 127.0.0.1:${port}`, logPath);
-  await waitForAnvil(anvil, `http://127.0.0.1:${port}`, DEFAULT_CHAIN_ID, 10_000);
+  const anvil = spawnAnvil('127.0.0.1', port, DEFAULT_CHAIN_ID, [], logPath);
+  await waitForAnvil(anvil);
   return { port, pid: anvil.child.pid!, genesisSnapshot: '' };
 }
 

@@ -43,12 +43,11 @@ export async function startServiceHarness<S extends StartedService>(
   try {
     service = await start({ env, clock, onStop });
   } catch (error) {
+    // The start's own error is the one to report.
     for (const stop of [...stops.before, ...stops.after].reverse()) {
-      try {
-        await stop();
-      } catch {
-        // The start's own error is the one to report.
-      }
+      await Promise.resolve()
+        .then(stop)
+        .catch(() => undefined);
     }
     if (ownsEnv) await env.cleanup().catch(() => undefined);
     throw error;

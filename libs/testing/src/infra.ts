@@ -77,9 +77,7 @@ export async function createTestEnvironment(
     schemaFor(service) {
       const schema = serviceSchemaName(service);
       schemas.add(schema);
-      const databases = suiteDatabasesBySchema.get(schema) ?? new Set<string>();
-      databases.add(databaseUrl);
-      suiteDatabasesBySchema.set(schema, databases);
+      suiteDatabasesBySchema.set(schema, (suiteDatabasesBySchema.get(schema) ?? new Set()).add(databaseUrl));
       return schema;
     },
     envFor(service, extra = {}) {

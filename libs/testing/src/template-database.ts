@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { createDatabase, migrateToLatest, type RepeatableSql, retryStartup } from '@paygate/runtime';
+import { createDatabase, migrateToLatest, readRepeatableSql, retryStartup } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Migration } from 'kysely';
 import pg from 'pg';
@@ -108,10 +108,9 @@ async function migrateService(databaseUrl: string, service: ServiceMigrations): 
   const module = (await import(path.join(service.migrationsDir, 'index.ts'))) as {
     migrations: Record<string, Migration>;
   };
-  const repeatableSql: RepeatableSql[] = service.sqlFiles.map((file) => ({
-    name: path.basename(file),
-    sql: readFileSync(file, 'utf8'),
-  }));
+  const repeatableSql = service.sqlFiles.map((file) =>
+    readRepeatableSql(path.dirname(service.migrationsDir), path.basename(file)),
+  );
   const db = createDatabase<unknown>({ url: databaseUrl, schema, poolSize: 1 });
   try {
     await migrateToLatest(db, schema, module.migrations, undefined, repeatableSql);
