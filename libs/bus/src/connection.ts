@@ -151,13 +151,9 @@ function sameStreamConfig(
   existing: Partial<StreamConfig>,
   wanted: Pick<StreamConfig, 'subjects' | 'max_age' | 'retention' | 'storage' | 'duplicate_window'>,
 ): boolean {
-  return (
-    JSON.stringify([...(existing.subjects ?? [])].sort()) === JSON.stringify([...wanted.subjects].sort()) &&
-    existing.max_age === wanted.max_age &&
-    existing.retention === wanted.retention &&
-    existing.storage === wanted.storage &&
-    existing.duplicate_window === wanted.duplicate_window
-  );
+  const subjects = (config: Partial<StreamConfig>) => JSON.stringify([...(config.subjects ?? [])].sort());
+  const limits = ['max_age', 'retention', 'storage', 'duplicate_window'] as const;
+  return subjects(existing) === subjects(wanted) && limits.every((key) => existing[key] === wanted[key]);
 }
 
 export async function deleteStreams(bus: Bus): Promise<void> {

@@ -115,14 +115,6 @@ export interface RunningService<DB, P extends ServiceParts<DB> = ServiceParts<DB
 
 const READY_TIMEOUT_MS = 2000;
 
-/** A service's NATS user may use only the consumers contracts declare (CONSUMERS): refused on any NATS. */
-function checkDeclaredConsumers<DB>(service: ServiceName, consumers: DeclaredConsumer<DB>[]): void {
-  for (const { durable, subject } of consumers) {
-    const declared = declaredConsumerSubject(service, durable);
-    if (declared !== subject) throw new UndeclaredConsumerError(service, durable, subject, declared);
-  }
-}
-
 /** Longer than the 60 s idle timeout of common load balancers and ingresses. */
 const SERVER_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -197,10 +189,25 @@ async function startWork<DB>(
   undo: Array<() => Promise<unknown>>,
 ): Promise<{ consumers: InboxConsumer<Subject, DB>[]; tasks: BackgroundTask[] }> {
   const consumerOptions = parts.consumers ?? [];
-  checkDeclaredConsumers(ctx.name, consumerOptions);
+  // A service's NATS user may use only the consumers contracts declare (CONSUMERS): refused on any NATS.
+  for (const { durable, subject } of consumerOptions) {
+    const declared = declaredConsumerSubject(ctx.name, durable);
+    if (declared !== subject) throw new UndeclaredConsumerError(ctx.name, durable, subject, declared);
+  }
   ctx.relay.start();
   undo.unshift(() => ctx.relay.stop());
-  const consumers = consumerOptions.map((options) => inboxConsumer(ctx, options));
+  // Each on the service's inbox; each handled event is counted and wakes the outbox relay.
+  const consumers = consumerOptions.map(
+    (options) =>
+      new InboxConsumer(ctx.bus, ctx.db, ctx.logger, {
+        ...options,
+        afterCommit: (event) => {
+          ctx.metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
+          ctx.relay.kick();
+          options.afterCommit?.(event);
+        },
+      }),
+  );
   for (const consumer of consumers) undo.unshift(() => consumer.stop());
   // Started together and all settled before a failure is thrown, so undo never stops one still starting.
   // Their JetStream requests can time out while a cluster elects leaders: retried like the connection.
@@ -358,22 +365,6 @@ function readinessChecks<DB>(
       typeof check === 'function' ? [`check_${i}`, check] : [check.name, check.check],
     ),
   ];
-}
-
-/** A declared consumer on the service's inbox: each handled event is counted and wakes the outbox relay. */
-function inboxConsumer<DB>(
-  ctx: ServiceContext<DB>,
-  options: DeclaredConsumer<DB>,
-): InboxConsumer<Subject, DB> {
-  const afterCommit = options.afterCommit;
-  return new InboxConsumer(ctx.bus, ctx.db, ctx.logger, {
-    ...options,
-    afterCommit: (event) => {
-      ctx.metrics.eventsHandled.inc({ consumer: options.durable, outcome: 'ok' });
-      ctx.relay.kick();
-      afterCommit?.(event);
-    },
-  });
 }
 
 /** Serves the app; a request goes first to the bare routes whose prefix it matches, then to express. */
