@@ -20,17 +20,10 @@ import { inboxPrefixFor, streamNames } from './connection';
 /** The operator's user: stream administration, dead-letter replay, tests' observers. Never given to a service. */
 export const ADMIN_USER = 'paygate-admin';
 
-export interface NatsPermissions {
-  publish: { allow: string[] };
-  subscribe: { allow: string[] };
-  /** Lets a responder publish one reply to the reply subject of each request it received. */
-  allow_responses?: boolean;
-}
-
 const rpcNames = Object.keys(RPCS) as RpcName[];
 const quote = (value: string) => JSON.stringify(value);
 
-export function busPermissions(service: ServiceName, namespace: string): NatsPermissions {
+export function busPermissions(service: ServiceName, namespace: string) {
   const { eventsStream, deadLetterStream } = streamNames(namespace);
   const consumers = Object.entries(CONSUMERS[service]) as Array<[string, Subject]>;
   const owned = (Object.keys(SUBJECTS) as Subject[]).filter((subject) =>
@@ -71,6 +64,7 @@ export function busPermissions(service: ServiceName, namespace: string): NatsPer
   return {
     publish: { allow: publish },
     subscribe: { allow: subscribe },
+    // Lets a responder publish one reply to the reply subject of each request it received.
     ...(served.length > 0 ? { allow_responses: true } : {}),
   };
 }

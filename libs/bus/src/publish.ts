@@ -61,8 +61,6 @@ export interface DurablePublishResult {
   confirmedDuplicate: boolean;
 }
 
-const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * Publishes until the stream has the message, retrying with the same Nats-Msg-Id through reconnects and leader
  * elections (bounded by `retryForMs`). A duplicate ack only says the id is remembered (a leader's write can be
@@ -103,7 +101,7 @@ export async function publishDurably(
       lastError = error;
     }
     if (Date.now() + backoffMs > deadline) break;
-    await delay(backoffMs);
+    await new Promise((resolve) => setTimeout(resolve, backoffMs));
     backoffMs = Math.min(backoffMs * 2, 2000);
   }
   throw lastError instanceof Error ? lastError : new Error(String(lastError));

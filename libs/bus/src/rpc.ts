@@ -162,12 +162,10 @@ async function answerRpc(
       `rpc ${name}`,
       {
         kind: SpanKind.SERVER,
-        carrier: headers
-          ? {
-              traceparent: headers.get('traceparent') || undefined,
-              tracestate: headers.get('tracestate') || undefined,
-            }
-          : undefined,
+        carrier: {
+          traceparent: headers?.get('traceparent') || undefined,
+          tracestate: headers?.get('tracestate') || undefined,
+        },
         attributes: { 'rpc.system': 'nats', 'rpc.method': name },
       },
       () => handler(request),

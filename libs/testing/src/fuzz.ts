@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { text } from 'node:stream/consumers';
 import { sql } from 'kysely';
 import { openSchema } from './infra';
 
@@ -45,18 +46,11 @@ function sendCall(
       request = http.request(
         call.url,
         { method: call.method, headers: call.headers, agent, timeout: FUZZ_CALL_TIMEOUT_MS },
-        (response) => {
-          const chunks: Buffer[] = [];
-          response.on('data', (chunk: Buffer) => chunks.push(chunk));
-          response.on('end', () =>
-            resolve({
-              status: response.statusCode ?? 0,
-              contentType: response.headers['content-type'] ?? null,
-              text: Buffer.concat(chunks).toString('utf8'),
-            }),
-          );
-          response.on('error', failed);
-        },
+        (response) =>
+          text(response).then((body) => {
+            const contentType = response.headers['content-type'] ?? null;
+            resolve({ status: response.statusCode ?? 0, contentType, text: body });
+          }, failed),
       );
     } catch (error) {
       // A header value Node refuses to send (the call never left).

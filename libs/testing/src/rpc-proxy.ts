@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { buffer } from 'node:stream/consumers';
 
 /** One JSON-RPC call, as a client sent it (alone or in a batch). */
 export interface RpcCall {
@@ -85,19 +86,15 @@ export async function startRpcProxy(options: RpcProxyOptions): Promise<RpcProxy>
   }
 
   const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      handle(Buffer.concat(chunks)).then(
+    buffer(req)
+      .then((body) => handle(body as Buffer<ArrayBuffer>))
+      .then(
         (reply) => {
           res.writeHead(reply.status, { 'content-type': 'application/json' });
           res.end(reply.body);
         },
-        (error) => {
-          res.writeHead(502).end(String(error));
-        },
+        (error) => res.writeHead(502).end(String(error)),
       );
-    });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
