@@ -191,6 +191,7 @@ export class X402Settlement {
     }
   }
 
+  /** No claim when another payment path spent it first; the recovery pass's (or a replica's) claim when it was first. */
   private async claimTransfer(
     key: AuthorizationKey,
     payment: Pick<DecodedX402Payment, 'authorization'>,
@@ -198,27 +199,11 @@ export class X402Settlement {
     reply: Included,
     mode: 'live' | 'recovered',
   ): Promise<PaymentClaim | undefined> {
-    const { claim, recorded } = await this.insertClaim(key, payment, purchase, reply, mode);
-    if (claim || recorded) return claim;
-    // The recovery pass (or a replica) settled this same authorization first: its claim is this payment's.
-    const existing = await this.authorizations.settledClaim(key, reply.txHash);
-    if (!existing || mode === 'recovered') return existing;
-    const reused = await this.payments.reuseClaim(existing, purchase);
-    return reused.ok ? reused.claim : undefined;
-  }
-
-  /** No claim when another payment path spent it first; `recorded` false when someone else finished the row. */
-  private async insertClaim(
-    key: AuthorizationKey,
-    payment: Pick<DecodedX402Payment, 'authorization'>,
-    purchase: Purchase,
-    reply: Included,
-    mode: 'live' | 'recovered',
-  ): Promise<{ claim: PaymentClaim | undefined; recorded: boolean }> {
-    const now = this.settings.now();
     const settlement = { txHash: reply.txHash, logIndex: reply.logIndex ?? null };
+    let claim: PaymentClaim | undefined;
+    let recorded: boolean;
     try {
-      return await this.payments.rows.insertRecorded(
+      ({ claim, recorded } = await this.payments.rows.insertRecorded(
         {
           txHash: reply.txHash,
           logIndex: reply.logIndex!,
@@ -231,17 +216,21 @@ export class X402Settlement {
         mode === 'recovered'
           ? {
               state: 'retryable',
-              retryUntil: new Date(now.getTime() + this.settings.retryWindowSeconds * 1000),
+              retryUntil: new Date(this.settings.now().getTime() + this.settings.retryWindowSeconds * 1000),
             }
           : {},
         this.authorizations.settlementStatement(key, settlement),
-      );
+      ));
     } catch (error) {
       // Another payment path (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
       if (!(error instanceof LedgerClaimRefused) || error.failure.reason === 'claim_unavailable') throw error;
-      const recorded = await this.authorizations.recordSettlement(key, { claimId: null, ...settlement });
-      return { claim: undefined, recorded };
+      recorded = await this.authorizations.recordSettlement(key, { claimId: null, ...settlement });
     }
+    if (claim || recorded) return claim;
+    const existing = await this.authorizations.settledClaim(key, reply.txHash);
+    if (!existing || mode === 'recovered') return existing;
+    const reused = await this.payments.reuseClaim(existing, purchase);
+    return reused.ok ? reused.claim : undefined;
   }
 
   private staleBefore(): Date {
