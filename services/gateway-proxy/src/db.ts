@@ -16,9 +16,6 @@ export interface SkillsTable {
   updated_at: Generated<Date>;
 }
 
-/** Why a pay-per-call claim was left retryable; not_attempted: settled after its caller stopped waiting. */
-export type RetryCause = 'seller_failure' | 'buyer_body' | 'not_attempted';
-
 /** One row per `network:txHash`: the purchase a transfer paid, its state and reuse window. */
 export interface PaymentClaimsTable {
   id: string;
@@ -40,8 +37,8 @@ export interface PaymentClaimsTable {
   state: 'in_flight' | 'served' | 'retryable' | 'unserved';
   access_expires_at: Date | null;
   retry_until: Date | null;
-  /** Kept once it leaves the state; null on claims made before the column. */
-  retry_cause: RetryCause | null;
+  /** Why it was left retryable (not_attempted: settled after its caller stopped waiting); kept once it leaves the state. */
+  retry_cause: 'seller_failure' | 'buyer_body' | 'not_attempted' | null;
   attempts: Generated<number>;
   created_at: Date;
   updated_at: Date;

@@ -3,23 +3,19 @@ import { createEvent } from '@paygate/contracts';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
 import type { GatewayProxyConfig } from '../config';
-import type { GatewayContext, GatewayDatabase, RetryCause } from '../db';
+import type { GatewayContext, GatewayDatabase } from '../db';
 import { callFailed } from './call-outcomes';
 import { attemptsLiveAfter, retryWindowEnd } from './claim-rows';
+import type { PaymentClaim } from './types';
 
 /** Replicas compare the window with their own clocks: a claim is closed this long after it. */
 const CLOSE_MARGIN_MS = 5_000;
 const INTERVAL_MS = 2_000;
 const CLOSE_BATCH = 200;
 
-interface ClosedClaim {
-  id: string;
-  seller_id: string;
-  skill_id: string | null;
-  attempts: number;
+type ClosedClaim = Pick<PaymentClaim, 'id' | 'seller_id' | 'skill_id' | 'attempts' | 'retry_cause'> & {
   retry_until: Date;
-  retry_cause: RetryCause | null;
-}
+};
 
 /** Closes pay-per-calls whose window passed unserved, booking one never attempted or abandoned as a timeout first. */
 export class UnservedCalls extends PolledTask implements BackgroundTask {
