@@ -8,17 +8,14 @@ import {
   type ParsedEnv,
   parseEnv,
   productionGuards,
+  settingsByName,
   str,
   throwIfProblems,
 } from '@paygate/runtime';
 import { developmentReceiptKey, parseReceiptKey } from './x402/extensions/offer-receipt';
 
 /** Each variable of `gatewayEnv` is the config field of its name in camelCase (README lists each). */
-type Camel<S extends string> = S extends `${infer Head}_${infer Tail}`
-  ? `${Lowercase<Head>}${Capitalize<Camel<Tail>>}`
-  : Lowercase<S>;
-type GatewayEnv = ReturnType<typeof gatewayEnv>;
-type GatewaySettings = { [K in keyof GatewayEnv & string as Camel<K>]: ParsedEnv<GatewayEnv>[K] };
+type GatewaySettings = ReturnType<typeof settingsByName<ParsedEnv<typeof gatewayEnv>>>;
 
 /** Chain settings (payments must use usdcAddress and reach escrowAddress) plus the gateway's own. */
 export type GatewayProxyConfig = CommonConfig &
@@ -33,7 +30,7 @@ export type GatewayProxyConfig = CommonConfig &
     now: () => Date;
   };
 
-const gatewayEnv = () => ({
+const gatewayEnv = {
   TICKET_KEY_ENCRYPTION_KEY: str({ default: 'dev-ticket-key-encryption-not-for-production' }),
   TICKET_TTL_SECONDS: int({ default: 300, min: 1 }),
   RATE_LIMIT_PER_MINUTE: int({ default: 60, min: 1 }),
@@ -56,7 +53,7 @@ const gatewayEnv = () => ({
   MCP_PER_MINUTE: int({ default: 300, min: 1 }),
   // 1 MB, about a quarter of a million tokens: more than an agent takes in one result.
   MCP_MAX_RESULT_BYTES: int({ default: 1_000_000, min: 1024, max: 64 * 1024 * 1024 }),
-});
+};
 
 /** Read into fields of their own (ticketSigningKeyPem, x402MinAmountMicro, receiptSigningKey). */
 const keyEnv = {
@@ -66,9 +63,6 @@ const keyEnv = {
   RECEIPT_SIGNING_KEY: str({ default: '' }),
 };
 
-const camel = (name: string) =>
-  name.toLowerCase().replace(/_([a-z0-9])/g, (_all, c: string) => c.toUpperCase());
-
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   now: () => Date = () => new Date(),
@@ -77,15 +71,15 @@ export function loadConfig(
   const chain = chainConfig(env, { rpcTimeoutMs: 5000 });
   // The checks past envalid's go in the same list: one error names every bad variable.
   const problems: string[] = [];
-  const spec = gatewayEnv();
-  const parsed = parseEnv(env, { ...spec, ...keyEnv }, problems);
-  const ticketSigningKeyPem = signingKeyPem(parsed.TICKET_SIGNING_KEY ?? '', problems);
-  const x402MinAmountMicro = minAmountMicro(parsed.X402_MIN_AMOUNT ?? '', problems);
-  const receiptSigningKey = receiptKey(parsed.RECEIPT_SIGNING_KEY ?? '', chain.chainId, problems);
+  const parsed = parseEnv(env, gatewayEnv, problems);
+  const keys = parseEnv(env, keyEnv, problems);
+  const ticketSigningKeyPem = signingKeyPem(keys.TICKET_SIGNING_KEY ?? '', problems);
+  const x402MinAmountMicro = minAmountMicro(keys.X402_MIN_AMOUNT ?? '', problems);
+  const receiptSigningKey = receiptKey(keys.RECEIPT_SIGNING_KEY ?? '', chain.chainId, problems);
   // Unset, productionGuards below names the missing key; set to the development key, this refuses it.
   if (
     common.production &&
-    parsed.RECEIPT_SIGNING_KEY?.trim() &&
+    keys.RECEIPT_SIGNING_KEY?.trim() &&
     receiptSigningKey.equals(developmentReceiptKey(chain.chainId))
   )
     problems.push(
@@ -106,9 +100,7 @@ export function loadConfig(
   return {
     ...common,
     ...chain,
-    ...(Object.fromEntries(
-      Object.keys(spec).map((name) => [camel(name), parsed[name as keyof GatewayEnv]]),
-    ) as GatewaySettings),
+    ...settingsByName(parsed),
     ticketSigningKeyPem,
     x402MinAmountMicro,
     receiptSigningKey,
