@@ -87,16 +87,12 @@ export function findOffer(deps: PaidCallDeps, call: Call): Offer | undefined | P
 function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefined): Offer | undefined {
   const { res, method } = call;
   const { name, path } = call.url;
-  if (!skill) {
-    sendError(call, new HttpError(404, 'skill_not_found', `no skill named "${name}"`));
-    return undefined;
-  }
+  const refuse = (error: HttpError) => void sendError(call, error);
+  if (!skill) return refuse(new HttpError(404, 'skill_not_found', `no skill named "${name}"`));
   if (skill.status !== 'ACTIVE') {
-    sendError(
-      call,
+    return refuse(
       new HttpError(404, 'skill_not_active', `skill "${name}" is ${skill.status} and cannot be bought`),
     );
-    return undefined;
   }
   if (method === 'HEAD') {
     const onPath = endpointOnPath(skill, path);
@@ -111,26 +107,18 @@ function offerOf(deps: PaidCallDeps, call: Call, skill: SkillSnapshot | undefine
   }
   const plan = planFor(deps, skill, method, path);
   if (plan.kind === 'no_path') {
-    sendError(
-      call,
+    return refuse(
       new HttpError(404, 'endpoint_not_found', `skill "${name}" has no endpoint at ${path}`, { path }),
     );
-    return undefined;
   }
-  if (plan.kind === 'wrong_method') {
-    res.setHeader('Allow', plan.allowed.join(', '));
-    sendError(
-      call,
-      new HttpError(
-        405,
-        'method_not_allowed',
-        `${path} of skill "${name}" answers ${plan.allowed.join(', ')}, not ${method}`,
-        { allowed: plan.allowed },
-      ),
-    );
-    return undefined;
-  }
-  return plan;
+  if (plan.kind === 'found') return plan;
+  const allowed = plan.allowed.join(', ');
+  res.setHeader('Allow', allowed);
+  return refuse(
+    new HttpError(405, 'method_not_allowed', `${path} of skill "${name}" answers ${allowed}, not ${method}`, {
+      allowed: plan.allowed,
+    }),
+  );
 }
 
 /** For HEAD: the endpoint at `path` for GET, else for its first allowed method. */
