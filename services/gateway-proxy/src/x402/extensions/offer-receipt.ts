@@ -1,5 +1,5 @@
 import { createECDH, createHash, createPrivateKey, type KeyObject, sign } from 'node:crypto';
-import { canonicalize, OFFER_RECEIPT } from '@x402/extensions/offer-receipt';
+import { canonicalize, type JWSSignedOffer, OFFER_RECEIPT } from '@x402/extensions/offer-receipt';
 import { computeAddress } from 'ethers';
 import { LRUCache } from 'lru-cache';
 
@@ -17,12 +17,6 @@ interface OfferFields {
   payTo: string;
   amount: string;
   maxTimeoutSeconds: number;
-}
-
-interface SignedArtifact {
-  format: 'jws';
-  acceptIndex?: number;
-  signature: string;
 }
 
 /** The extension's fields and Paygate's (what was paid to whom, and what became of the call). */
@@ -81,7 +75,7 @@ export class ReceiptSigner {
   readonly publicKey: ReceiptPublicKey;
   private readonly key: KeyObject;
   private readonly header: string;
-  private readonly offers = new LRUCache<string, { offer: SignedArtifact; validUntil: number }>({
+  private readonly offers = new LRUCache<string, { offer: JWSSignedOffer; validUntil: number }>({
     max: OFFER_CACHE_ENTRIES,
   });
 
@@ -125,7 +119,7 @@ export class ReceiptSigner {
       const cached = this.offers.get(cacheKey);
       if (cached && cached.validUntil - nowSeconds >= fields.maxTimeoutSeconds / 2) return cached.offer;
       const validUntil = nowSeconds + fields.maxTimeoutSeconds;
-      const offer: SignedArtifact = {
+      const offer: JWSSignedOffer = {
         format: 'jws',
         acceptIndex,
         signature: this.jws({
@@ -146,7 +140,7 @@ export class ReceiptSigner {
   }
 
   receiptExtension(fields: ReceiptFields): Record<string, unknown> {
-    const receipt: SignedArtifact = {
+    const receipt: JWSSignedOffer = {
       format: 'jws',
       signature: this.jws({
         version: 1,

@@ -11,6 +11,7 @@ import { createPublicClient, http, isErc6492Signature } from 'viem';
 import type { GatewayProxyConfig } from '../../config';
 import type { GatewayDatabase } from '../../db';
 import { ChainUnavailableError } from '../../errors';
+import type { PaymentFailure } from '../../payments/failures';
 import { decideReuse } from '../../payments/reuse-rules';
 import type { PaymentClaim, Purchase } from '../../payments/types';
 import { SIWX_REASONS } from '../../reasons';
@@ -28,11 +29,7 @@ const SWEEP_BATCH = 500;
 /** The header is a base64 JSON message of a few hundred bytes: anything much larger is not one. */
 const MAX_HEADER_BYTES = 8192;
 
-interface SignInFailure {
-  reason: string;
-  message: string;
-  details?: Record<string, unknown>;
-}
+type SignInFailure = Omit<PaymentFailure, 'reason'> & { reason: string };
 
 type SignInRefused = { ok: false; status: 402 | 503; failure: SignInFailure };
 type SignInOutcome = { ok: true; address: string } | SignInRefused;
