@@ -128,32 +128,23 @@ async function readTools(deps: McpDependencies, cursor: string | undefined) {
   };
 }
 
-/** The tool's endpoint and the paid request its arguments stand for, or the error result that says why not. */
-async function toolRequest(
-  deps: McpDependencies,
-  params: { name: string; arguments?: Record<string, unknown> },
-): Promise<{ method: string; request: ReturnType<typeof requestFor> } | CallToolResult> {
-  const skillName = skillNameOf(params.name);
-  const skill = skillName ? await deps.skillByName(skillName) : undefined;
-  const target = skill && toolsOf(skill).find(({ tool }) => tool.name === params.name)?.endpoint;
-  if (!skill || !target) return errorResult(`Unknown tool: ${params.name}`);
-  try {
-    return { method: target.method, request: requestFor(skill, target, params.arguments ?? {}) };
-  } catch (error) {
-    if (error instanceof ToolArgumentError) return errorResult(`Invalid arguments: ${error.message}`);
-    throw error;
-  }
-}
-
 /** The paid HTTP call over loopback (the caller's address in X-Forwarded-For), paid by `_meta["x402/payment"]`. */
 async function callTool(
   deps: McpDependencies,
   caller: string,
   params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
 ): Promise<CallToolResult> {
-  const call = await toolRequest(deps, params);
-  if ('content' in call) return call;
-  const { request } = call;
+  const skillName = skillNameOf(params.name);
+  const skill = skillName ? await deps.skillByName(skillName) : undefined;
+  const target = skill && toolsOf(skill).find(({ tool }) => tool.name === params.name)?.endpoint;
+  if (!skill || !target) return errorResult(`Unknown tool: ${params.name}`);
+  let request: ReturnType<typeof requestFor>;
+  try {
+    request = requestFor(skill, target, params.arguments ?? {});
+  } catch (error) {
+    if (error instanceof ToolArgumentError) return errorResult(`Invalid arguments: ${error.message}`);
+    throw error;
+  }
   const payment = params._meta?.[MCP_PAYMENT_META];
   const headers: Record<string, string> = {
     accept: 'application/json',
@@ -166,7 +157,7 @@ async function callTool(
   let response: globalThis.Response;
   try {
     response = await fetch(`${deps.selfUrl()}${request.pathAndQuery}`, {
-      method: call.method,
+      method: target.method,
       headers,
       body: request.body,
       signal: AbortSignal.any([AbortSignal.timeout(deps.callTimeoutMs), cut.signal]),
