@@ -178,15 +178,14 @@ function sendUpstream(
   headers['x-forwarded-proto'] =
     typeof req.headers['x-forwarded-proto'] === 'string' ? req.headers['x-forwarded-proto'] : 'http';
   if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
-  const extraHeaders = target.extraHeaders;
-  for (const name in extraHeaders) headers[name] = extraHeaders[name];
+  Object.assign(headers, target.extraHeaders);
   if (method !== 'GET' && method !== 'HEAD') headers['content-length'] = String(body?.length ?? 0);
   const bodySha256 = body?.length ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_SHA256;
   headers['x-paygate-signature'] = options.signer.signatureFor(
     method,
     target.url.path,
     bodySha256,
-    extraHeaders,
+    target.extraHeaders,
     target.forwardingKey,
   );
   options.dispatcher.dispatch(
@@ -220,7 +219,7 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
   private relaying = false;
   private ended = false;
   private failedAfterHeaders = false;
-  private held: Buffer[] | undefined;
+  private held: Buffer[] = [];
   private heldBytes = 0;
   private readonly timer: NodeJS.Timeout;
 
@@ -272,29 +271,23 @@ class UpstreamCall implements Dispatcher.DispatchHandler {
       res.destroy();
       return;
     }
-    const headers = keptHeaders(this.upstreamHeaders, DROPPED_RESPONSE_HEADERS);
-    for (const name in extraHeaders) headers[name] = extraHeaders[name];
-    res.writeHead(this.status, headers);
+    res.writeHead(
+      this.status,
+      Object.assign(keptHeaders(this.upstreamHeaders, DROPPED_RESPONSE_HEADERS), extraHeaders),
+    );
     this.relaying = true;
     const held = this.held;
-    this.held = undefined;
-    if (this.ended) {
-      // The whole (usual, small) answer leaves in one write.
-      if (!held) res.end();
-      else {
-        for (let i = 0; i < held.length - 1; i++) res.write(held[i]);
-        res.end(held[held.length - 1]);
-      }
-      return;
-    }
-    if (held) for (const chunk of held) res.write(chunk);
-    if (this.controller?.paused) this.controller.resume();
+    this.held = [];
+    // The whole (usual, small) answer leaves in one write.
+    const last = this.ended ? held.pop() : undefined;
+    for (const chunk of held) res.write(chunk);
+    if (this.ended) res.end(last);
+    else if (this.controller?.paused) this.controller.resume();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (!this.relaying) {
-      if (this.held) this.held.push(chunk);
-      else this.held = [chunk];
+      this.held.push(chunk);
       // Read a small answer to its end (relayed in one write); pause a large one until it is relayed.
       this.heldBytes += chunk.length;
       if (this.heldBytes > HELD_ANSWER_MAX_BYTES) controller.pause();
