@@ -5,23 +5,13 @@ import { type Kysely, sql } from 'kysely';
 import type { GatewayDatabase } from '../db';
 import { TicketKeyError } from '../errors';
 
-interface PublicJwk {
-  kty: 'EC';
-  crv: 'P-256';
-  x: string;
-  y: string;
-  kid: string;
-  alg: 'ES256';
-  use: 'sig';
-}
-
 interface SigningKey {
   kid: string;
   privateKey: KeyObject;
 }
 
 /** The key id is the key's RFC 7638 thumbprint, so every replica names a key the same way. */
-async function describe(privateKey: KeyObject): Promise<{ kid: string; jwk: PublicJwk; pem: string }> {
+async function describe(privateKey: KeyObject) {
   const exported = await exportJWK(createPublicKey(privateKey));
   if (exported.kty !== 'EC' || exported.crv !== 'P-256' || !exported.x || !exported.y) {
     throw new TicketKeyError('TICKET_SIGNING_KEY must be an EC P-256 key (ES256)');
@@ -29,10 +19,12 @@ async function describe(privateKey: KeyObject): Promise<{ kid: string; jwk: Publ
   const kid = await calculateJwkThumbprint(exported, 'sha256');
   return {
     kid,
-    jwk: { kty: 'EC', crv: 'P-256', x: exported.x, y: exported.y, kid, alg: 'ES256', use: 'sig' },
+    jwk: { kty: 'EC', crv: 'P-256', x: exported.x, y: exported.y, kid, alg: 'ES256', use: 'sig' } as const,
     pem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
   };
 }
+
+type PublicJwk = Awaited<ReturnType<typeof describe>>['jwk'];
 
 const MAX_PUBLISHED_KEYS = 10;
 const JWKS_REFRESH_MS = 60_000;
