@@ -118,9 +118,6 @@ async function buildParts(ctx: GatewayContext, config: GatewayProxyConfig, provi
       relayerBudgets: { perPayer: limiters.relayerPerPayer, perSeller: limiters.relayerPerSeller },
     },
   );
-  // Warm what the 402 path reads without waiting: the token's EIP-712 domain and the relayer's status.
-  void x402.tokenDomain().catch(() => undefined);
-  void x402.relayer.currentStatus();
   const blockedPayers = new BlockedPayers(ctx, config.now);
   return {
     metrics,

@@ -80,7 +80,7 @@ export class X402Payments implements BackgroundTask {
     this.recovery.start();
   }
 
-  /** Reads the token domain and relayer status ahead of the 402 path, which never waits for them. */
+  /** The token domain and relayer status, read ahead of the 402 path (first from start, before listening). */
   private keepOfferFresh(): void {
     this.knownTokenDomain();
     this.relayer.knownAvailable();
