@@ -1,5 +1,10 @@
 import { createECDH, createHash, createPrivateKey, type KeyObject, sign } from 'node:crypto';
-import { canonicalize, type JWSSignedOffer, OFFER_RECEIPT } from '@x402/extensions/offer-receipt';
+import {
+  canonicalize,
+  type JWSSignedOffer,
+  OFFER_RECEIPT,
+  type OfferInput,
+} from '@x402/extensions/offer-receipt';
 import { computeAddress } from 'ethers';
 import { LRUCache } from 'lru-cache';
 
@@ -9,15 +14,10 @@ export const RECEIPT_KEYS_PATH = '/.well-known/x402/receipt-keys';
 export const DID_DOCUMENT_PATH = '/.well-known/did.json';
 const ALGORITHM = 'ES256K';
 
-interface OfferFields {
+type OfferFields = Omit<OfferInput, 'acceptIndex' | 'offerValiditySeconds'> & {
   resourceUrl: string;
-  scheme: string;
-  network: string;
-  asset: string;
-  payTo: string;
-  amount: string;
   maxTimeoutSeconds: number;
-}
+};
 
 /** The extension's fields and Paygate's (what was paid to whom, and what became of the call). */
 interface ReceiptFields {
