@@ -31,8 +31,8 @@ const SETTLEMENT_COLUMNS = [
   ['updated_at', 'timestamptz'],
 ] as const;
 
-interface SettlementRecord {
-  claimId: string | null;
+/** The transfer an authorization's submission was included in. */
+interface Settlement {
   txHash: string;
   logIndex: number | null;
 }
@@ -137,25 +137,14 @@ export class X402Authorizations {
     return rows[0];
   }
 
-  async markRefused(key: AuthorizationKey, reason: string): Promise<void> {
-    await this.db
-      .updateTable('x402_authorizations')
-      .set({ state: 'refused', reason, updated_at: this.now() })
-      .where((eb: any) => eb.and(key))
-      .where('state', '=', 'submitting')
-      .execute();
-  }
-
-  /** False when someone else finished it first. */
-  async recordSettlement(key: AuthorizationKey, record: SettlementRecord): Promise<boolean> {
+  /** With the settlement when its transfer paid for something else; false when someone else finished it first. */
+  async markRefused(key: AuthorizationKey, reason: string, settlement?: Settlement): Promise<boolean> {
     const updated = await this.db
       .updateTable('x402_authorizations')
       .set({
-        state: record.claimId ? 'settled' : 'refused',
-        reason: record.claimId ? null : 'transfer_already_claimed',
-        tx_hash: record.txHash,
-        log_index: record.logIndex,
-        claim_id: record.claimId,
+        state: 'refused',
+        reason,
+        ...(settlement ? { tx_hash: settlement.txHash, log_index: settlement.logIndex } : {}),
         updated_at: this.now(),
       })
       .where((eb: any) => eb.and(key))
@@ -165,8 +154,8 @@ export class X402Authorizations {
     return updated !== undefined;
   }
 
-  /** recordSettlement as one statement of a batch of claims (PaymentClaimRows.insertRecorded). */
-  settlementStatement(key: AuthorizationKey, record: Omit<SettlementRecord, 'claimId'>): RecordStatement {
+  /** The settlement, recorded by one statement of a batch of claims (PaymentClaimRows.insertRecorded). */
+  settlementStatement(key: AuthorizationKey, record: Settlement): RecordStatement {
     return {
       kind: 'x402_settlement',
       columns: SETTLEMENT_COLUMNS,

@@ -1,4 +1,5 @@
 import type { RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
+import type { GatewayProxyConfig } from '../../../config';
 import type { GatewayContext } from '../../../db';
 import { LedgerClaimRefused } from '../../../errors';
 import type { PaymentClaim, PaymentService, Purchase } from '../../../payments/service';
@@ -108,15 +109,11 @@ export class X402Settlement {
     private readonly payments: PaymentService,
     private readonly relayer: RelayerClient,
     private readonly authorizations: X402Authorizations,
-    private readonly settings: {
-      chainId: number;
-      usdcAddress: string;
-      x402InclusionWaitMs: number;
-      retryWindowSeconds: number;
-      /** An authorization `submitting` this long has no live caller any more. */
-      staleAfterMs: number;
-      now: () => Date;
-    },
+    /** `staleAfterMs`: an authorization `submitting` this long has no live caller any more. */
+    private readonly settings: Pick<
+      GatewayProxyConfig,
+      'chainId' | 'usdcAddress' | 'x402InclusionWaitMs' | 'retryWindowSeconds' | 'now'
+    > & { staleAfterMs: number },
   ) {}
 
   private send(authorization: TransferAuthorization, signature: string, waitForReceiptMs: number) {
@@ -224,7 +221,7 @@ export class X402Settlement {
     } catch (error) {
       // Another payment path (a checkout session, /api/verify) spent this transfer first: refused like a local claim.
       if (!(error instanceof LedgerClaimRefused) || error.failure.reason === 'claim_unavailable') throw error;
-      recorded = await this.authorizations.recordSettlement(key, { claimId: null, ...settlement });
+      recorded = await this.authorizations.markRefused(key, 'transfer_already_claimed', settlement);
     }
     if (claim || recorded) return claim;
     const existing = await this.authorizations.settledClaim(key, reply.txHash);
