@@ -1,5 +1,6 @@
 import type { PaymentKind } from '@paygate/protocol';
 import type { Selectable } from 'kysely';
+import type { GatewayProxyConfig } from '../config';
 import type { PaymentClaimsTable } from '../db';
 import type { PaymentFailure } from './failures';
 
@@ -36,12 +37,7 @@ export type Verified =
   | { kind: 'decided'; outcome: PresentOutcome }
   | { kind: 'transfer'; transfer: { logIndex: number; amountMicro: bigint }; chainMs: number };
 
-export interface PaymentSettings {
-  network: string;
-  chainId: number;
-  usdcAddress: string;
-  escrowAddress: string;
-  retryWindowSeconds: number;
-  upstreamTimeoutMs: number;
-  now: () => Date;
-}
+export type PaymentSettings = Pick<
+  GatewayProxyConfig,
+  'network' | 'chainId' | 'usdcAddress' | 'escrowAddress' | 'retryWindowSeconds' | 'upstreamTimeoutMs' | 'now'
+>;
