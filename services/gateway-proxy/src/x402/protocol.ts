@@ -69,11 +69,6 @@ function paymentIdOf(extensions: Record<string, unknown> | undefined, name: stri
   return id;
 }
 
-function firstError(schema: Parameters<typeof Value.Errors>[0], value: unknown): string {
-  const first = Value.Errors(schema, value).First();
-  return first ? `${first.path || '/'} ${first.message}` : 'does not match the schema';
-}
-
 export function decodeX402Payment(header: string, version: 1 | 2): DecodedX402Payment {
   const name = x402PaymentHeaderName(version);
   return parseX402Payment(decodeX402Header(header, name), version, name);
@@ -84,10 +79,14 @@ export function parseX402Payment(
   version: 1 | 2,
   name = 'paymentPayload',
 ): DecodedX402Payment {
-  if (version === 2) {
-    if (!Value.Check(PaymentPayloadV2, value)) {
-      throw new X402HeaderError(`${name} ${firstError(PaymentPayloadV2, value)}`);
-    }
+  const schema = version === 2 ? PaymentPayloadV2 : PaymentPayloadV1;
+  if (!Value.Check(schema, value)) {
+    const first = Value.Errors(schema, value).First();
+    throw new X402HeaderError(
+      `${name} ${first ? `${first.path || '/'} ${first.message}` : 'does not match the schema'}`,
+    );
+  }
+  if (value.x402Version === 2) {
     return {
       version: 2,
       scheme: value.accepted.scheme,
@@ -97,9 +96,6 @@ export function parseX402Payment(
       resourceUrl: value.resource?.url,
       paymentId: paymentIdOf(value.extensions, name),
     };
-  }
-  if (!Value.Check(PaymentPayloadV1, value)) {
-    throw new X402HeaderError(`${name} ${firstError(PaymentPayloadV1, value)}`);
   }
   return {
     version: 1,
