@@ -1,14 +1,7 @@
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ToolArgumentError } from '../errors';
 import { SKILLS_PREFIX } from '../routes/paid-call/call';
 import type { EndpointSnapshot, SkillSnapshot } from '../skills/projection';
-
-/** One MCP tool per active endpoint, `<skill>__<method>_<path>`: its path parameters, `query` and maybe `body`. */
-interface McpTool {
-  name: string;
-  description: string;
-  inputSchema: { type: 'object'; properties: Record<string, unknown>; required: string[] };
-  annotations: { title: string; readOnlyHint: boolean; openWorldHint: true };
-}
 
 const TOOL_NAME_MAX = 128;
 const SEPARATOR = '__';
@@ -41,7 +34,8 @@ export function skillNameOf(tool: string): string | undefined {
   return at > 0 ? tool.slice(0, at) : undefined;
 }
 
-export function toolsOf(skill: SkillSnapshot): Array<{ tool: McpTool; endpoint: EndpointSnapshot }> {
+/** One MCP tool per active endpoint, `<skill>__<method>_<path>`: its path parameters, `query` and maybe `body`. */
+export function toolsOf(skill: SkillSnapshot): Array<{ tool: Tool; endpoint: EndpointSnapshot }> {
   const seen = new Set<string>();
   const callable = skill.status === 'ACTIVE' ? skill.endpoints.filter((endpoint) => endpoint.active) : [];
   return callable.map((endpoint) => {
@@ -53,9 +47,9 @@ export function toolsOf(skill: SkillSnapshot): Array<{ tool: McpTool; endpoint: 
   });
 }
 
-function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string): McpTool {
+function toolFor(skill: SkillSnapshot, endpoint: EndpointSnapshot, name: string): Tool {
   const parameters = pathParameters(endpoint.path);
-  const properties: Record<string, unknown> = Object.fromEntries(
+  const properties: Record<string, object> = Object.fromEntries(
     parameters.map((parameter) => [
       parameter,
       { type: 'string', description: `The :${parameter} segment of ${endpoint.path}` },
