@@ -44,10 +44,7 @@ const PAYMENT_IDENTIFIER_DECLARATION = Object.freeze(declarePaymentIdentifierExt
 /** x402's part of a 402: the v2 `PAYMENT-REQUIRED` header and, on Base, v1's `accepts`; empty when x402 is not offered. */
 export function x402Challenge(
   x402: X402Payments,
-  input: {
-    url: string;
-    description: string;
-    priceMicro: bigint;
+  input: Parameters<X402Payments['offer']>[0] & {
     endpoint: EndpointSnapshot;
     skill: SkillSnapshot;
     extensions?: Record<string, unknown>;
