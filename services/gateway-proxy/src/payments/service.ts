@@ -7,7 +7,7 @@ import { MAX_CACHE_ENTRIES, ProofChecks } from '../x402/mechanisms/tx-hash/proof
 import { PaymentClaimRows } from './claim-rows';
 import { NO_RECORD } from './claim-statement';
 import type { PaymentFailure } from './failures';
-import { alreadyUsed, badSignature, decideReuse, type ReuseDecision } from './reuse-rules';
+import { alreadyUsed, badSignature, decideReuse } from './reuse-rules';
 import type { PaymentClaim, PaymentSettings, PresentOutcome, Purchase, Verified } from './types';
 
 export type { PaymentClaim, PresentOutcome, Purchase, Verified } from './types';
@@ -68,7 +68,7 @@ export class PaymentService {
     if (!this.checks.signedBy(proof, purchase.resource)) {
       const existing = await existingClaim;
       const outcome = existing
-        ? await this.reuse(existing, proof, purchase)
+        ? await this.reuseClaim(existing, purchase, proof)
         : { ok: false as const, failure: badSignature() };
       return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
     }
@@ -79,7 +79,7 @@ export class PaymentService {
     );
     const existing = await existingClaim;
     if (existing) {
-      const outcome = await this.reuse(existing, proof, purchase);
+      const outcome = await this.reuseClaim(existing, purchase, proof);
       return { kind: 'decided', outcome: { ...outcome, chainMs: 0 } };
     }
     const chain = await onChain;
@@ -116,7 +116,7 @@ export class PaymentService {
     // Lost the race: someone claimed this transfer between our read and our insert.
     const winner = await this.rows.find(proof.network, proof.txHash);
     if (!winner) throw new ClaimInvariantError(`claim on ${this.checks.claimKeyOf(proof)} vanished`);
-    return { ...(await this.reuse(winner, proof, purchase)), chainMs };
+    return { ...(await this.reuseClaim(winner, purchase, proof)), chainMs };
   }
 
   /** Drops cached subscription claims (tests that move the clock; an operator after a reversal). */
@@ -129,18 +129,10 @@ export class PaymentService {
     this.subscriptionCache.set(`${claim.network}:${claim.tx_hash}`, claim);
   }
 
-  private reuse(claim: PaymentClaim, proof: PaymentProof, purchase: Purchase): Promise<Reused> {
-    return this.applyReuse(
-      claim,
-      decideReuse(claim, this.checks.presenterOf(proof, claim, purchase), purchase, this.settings.now()),
-    );
-  }
-
-  reuseClaim(claim: PaymentClaim, purchase: Purchase): Promise<Reused> {
-    return this.applyReuse(claim, decideReuse(claim, null, purchase, this.settings.now()));
-  }
-
-  private async applyReuse(claim: PaymentClaim, decision: ReuseDecision): Promise<Reused> {
+  /** The reuse rules on a claim presented again; without `proof` its payer was proven by x402. */
+  async reuseClaim(claim: PaymentClaim, purchase: Purchase, proof?: PaymentProof): Promise<Reused> {
+    const presenter = proof ? this.checks.presenterOf(proof, claim, purchase) : null;
+    const decision = decideReuse(claim, presenter, purchase, this.settings.now());
     if (decision.kind === 'refuse') return { ok: false, failure: decision.failure };
     if (decision.kind === 'serve') {
       this.remember(claim);
