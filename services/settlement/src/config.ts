@@ -18,6 +18,11 @@ import { loadCheckoutSweepConfig, loadDepositSweepConfig } from './sweep/config'
 
 export type CrashPoint = 'after_record' | 'after_broadcast';
 
+/** TEST ONLY: dies as if SIGKILLed, so tests show a restart neither loses nor doubles a transfer. */
+export function crashIfConfigured(config: SettlementConfig, point: CrashPoint): void {
+  if (config.crashPoint === point) process.exit(137);
+}
+
 /** Settlement's settings; each variable's meaning is in the README's configuration table. */
 export type SettlementConfig = ReturnType<typeof loadConfig>;
 

@@ -3,8 +3,11 @@ import type { BusTables } from '@paygate/bus';
 import type { EventData } from '@paygate/contracts';
 import { type Generated, sql, type Transaction } from 'kysely';
 
-export type Frequency = 'DAILY' | 'WEEKLY' | 'MONTHLY';
-export type TransferKind = 'payout' | 'refund' | 'platform_payout';
+export const FREQUENCIES = ['DAILY', 'WEEKLY', 'MONTHLY'] as const;
+export type Frequency = (typeof FREQUENCIES)[number];
+export const TRANSFER_KINDS = ['payout', 'refund', 'platform_payout'] as const;
+export type TransferKind = (typeof TRANSFER_KINDS)[number];
+export const SETTLEMENT_STATUSES = ['pending', 'skipped', 'sending', 'completed', 'failed'] as const;
 /** Why a settlement paid nothing: the ledger's refusal to reserve (`payout.refused`). */
 export type SkipReason = EventData<'payout.refused'>['reason'];
 
@@ -54,7 +57,7 @@ export interface SettlementsTable {
   frequency: Frequency;
   period_start: Date;
   period_end: Date;
-  status: 'pending' | 'skipped' | 'sending' | 'completed' | 'failed';
+  status: (typeof SETTLEMENT_STATUSES)[number];
   minimum_micro: bigint;
   available_micro: bigint | null;
   amount_micro: bigint | null;
@@ -155,7 +158,7 @@ export interface RelayerRefusedPayersTable {
   refused_until: Date;
 }
 
-/** A contract payer whose own check reverted, by code hash; read through `withTables` (./relayer/refused-payers). */
+/** A contract payer whose own check reverted, by code hash (./relayer/refused-payers). */
 export interface RelayerCodeHashRevertsTable {
   chain_id: number;
   code_hash: string;
@@ -194,8 +197,18 @@ export interface DepositSweepsTable {
   finished_at: Date | null;
 }
 
+export const larger = (a: bigint, b: bigint) => (a > b ? a : b);
+export const smaller = (a: bigint, b: bigint) => (a < b ? a : b);
+
 /** Recorded rows a background pass looks at, at most. */
 export const OPEN_BATCH = 100;
+
+/** The columns of one more broadcast of a recorded transaction (outgoing transfers, relayed authorizations). */
+export const broadcastCounted = (options: { reorg?: boolean } = {}) => ({
+  last_broadcast_at: new Date(),
+  broadcast_attempts: sql<number>`broadcast_attempts + 1`,
+  ...(options.reorg ? { reorg_rebroadcasts: sql<number>`reorg_rebroadcasts + 1` } : {}),
+});
 
 /** A pg_advisory_xact_lock key (a signed 64-bit integer) named by `name`. */
 export function advisoryLockKey(name: string): string {
@@ -219,6 +232,7 @@ export interface SettlementDB extends BusTables {
   refunds: RefundsTable;
   relayed_authorizations: RelayedAuthorizationsTable;
   relayer_refused_payers: RelayerRefusedPayersTable;
+  relayer_code_hash_reverts: RelayerCodeHashRevertsTable;
   platform_payouts: PlatformPayoutsTable;
   deposit_addresses: DepositAddressesTable;
   deposit_sweeps: DepositSweepsTable;

@@ -7,13 +7,11 @@ import { type Clock, systemClock } from './clock';
 import type { SettlementConfig } from './config';
 import type { SettlementDB } from './db';
 import { payoutRefusedConsumer, payoutReservedConsumer } from './ledger/decisions';
-import { createSettlementMetrics } from './metrics';
+import { createSettlementMetrics, registerGasGauges, registerWaitingMoneyGauges } from './metrics';
 import { platformPayoutOutcome, platformPayoutRoutes } from './platform/payouts';
 import { refundInitiatedConsumer, refundOutcome } from './refunds/consumer';
 import { RelayerChain } from './relayer/chain';
-import type { RelayerConfig } from './relayer/config';
 import { Relayer } from './relayer/relayer';
-import type { RelayerSettings } from './relayer/settings';
 import { SettlementScheduler } from './schedule/scheduler';
 import { sellerProjectionConsumer } from './sellers/projection';
 import { settlementOperatorRoutes } from './settlements/operator-routes';
@@ -24,7 +22,6 @@ import { depositAddressAssignedConsumer, depositTransferConsumer } from './sweep
 import { DepositSweeper } from './sweep/deposit-sweeper';
 import { EscrowChain } from './transfers/chain';
 import { TransferWorker } from './transfers/worker';
-import { registerGasGauges, registerWaitingMoneyGauges } from './watch-metrics';
 
 export type RunningSettlement = Awaited<ReturnType<typeof startSettlement>>;
 
@@ -50,7 +47,12 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
       const transfers = new TransferWorker({ ctx, config, chain, metrics, handlers });
       const scheduler = new SettlementScheduler(ctx, config, clock);
       const relayer = config.relayer
-        ? new Relayer(ctx, relayerKeys, relayerSettings(config.relayer, config, chain, clock))
+        ? new Relayer(ctx, relayerKeys, {
+            ...config,
+            ...config.relayer,
+            escrowAddress: chain.address,
+            now: clock,
+          })
         : null;
       const sweeper = config.checkoutSweep ? new CheckoutSweeper(ctx, config.checkoutSweep, chain) : null;
       const { usdcEip712Name } = networks[config.network];
@@ -92,23 +94,4 @@ export async function startSettlement(config: SettlementConfig, options: { now?:
   });
   const { scheduler, transfers, chain, relayer, sweeper, depositSweeper } = running.parts;
   return { ...running, scheduler, transfers, chain, relayer, sweeper, depositSweeper };
-}
-
-/** The relayer's settings: its own, and what it takes from the service's. */
-function relayerSettings(
-  relayer: RelayerConfig,
-  config: SettlementConfig,
-  escrow: EscrowChain,
-  now: Clock,
-): RelayerSettings {
-  return {
-    ...relayer,
-    chainId: config.chainId,
-    usdcAddress: config.usdcAddress,
-    escrowAddress: escrow.address,
-    pollIntervalMs: config.transferPollIntervalMs,
-    confirmations: config.confirmations,
-    dbSchema: config.dbSchema,
-    now,
-  };
 }

@@ -152,13 +152,7 @@ export function payoutRefusedConsumer(deps: DecisionDeps): ConsumerOptions<'payo
 export async function enqueuePayoutFailed(
   trx: Transaction<SettlementDB>,
   clock: Clock,
-  payout: {
-    payoutId: string;
-    kind: 'seller' | 'platform';
-    sellerId: string | null;
-    amount: string;
-    reason: string;
-  },
+  payout: Omit<EventData<'payout.failed'>, 'failedAt'>,
 ): Promise<void> {
   await enqueueEvent(
     trx,

@@ -107,50 +107,51 @@ export function platformPayoutRoutes(
   config: SettlementConfig,
   clock: Clock,
 ): AnyRoute[] {
-  const route = defineRoute({
-    method: 'post',
-    path: '/api/v1/operator/settlements/platform-payouts',
-    operationId: 'createPlatformPayout',
-    summary: "Operator: pay the platform's revenue (its fees) out of escrow to TREASURY_ADDRESS",
-    description:
-      "The ledger reserves everything the platform revenue account holds (and nothing more), in its own transaction; the transfer is sent once, like a seller payout, to TREASURY_ADDRESS only, and booked out of escrow on revenue.paid_out. Two requests at once: the second finds nothing left (409 nothing_available). The answer waits for the ledger's decision up to LEDGER_TIMEOUT_MS (202 `requested` when it has not decided yet: it will), and waitMs longer for the transfer's confirmation (txHash).",
-    auth: { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) },
-    body: PlatformPayoutBody,
-    bodyOptional: true,
-    bodyExamples: { now: {}, wait: { waitMs: 20000 } },
-    responses: {
-      '201': { description: 'the platform payout, reserved by the ledger', schema: PlatformPayout },
-      '202': { description: 'requested; the ledger has not decided it yet', schema: PlatformPayout },
-    },
-    errors: {
-      '400': 'invalid_request (waitMs)',
-      '401': 'operator token required',
-      '409':
-        'nothing_available: the platform revenue account holds nothing | treasury_not_configured: TREASURY_ADDRESS is not set',
-    },
-    handler: async (req, res) => {
-      const treasury = config.treasuryAddress;
-      if (!treasury) {
-        throw conflict(
-          SettlementReason.TreasuryNotConfigured,
-          'TREASURY_ADDRESS is not set: platform payouts are off',
-        );
-      }
-      const requested = await recordPayoutRequest(ctx, clock, treasury);
-      ctx.logger.info({ payoutId: requested.payout_id }, 'platform payout requested');
-      const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
-      if (decided.status === 'refused') {
-        throw conflict(SettlementReason.NothingAvailable, 'the platform revenue account holds nothing');
-      }
-      if (decided.status === 'requested') {
-        res.status(202).json(platformPayoutView(decided));
-        return;
-      }
-      const row = await awaitStatusChange(ctx, decided, 'sending', req.body?.waitMs ?? 0);
-      res.status(201).json(platformPayoutView(row));
-    },
-  });
-  return [route];
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/v1/operator/settlements/platform-payouts',
+      operationId: 'createPlatformPayout',
+      summary: "Operator: pay the platform's revenue (its fees) out of escrow to TREASURY_ADDRESS",
+      description:
+        "The ledger reserves everything the platform revenue account holds (and nothing more), in its own transaction; the transfer is sent once, like a seller payout, to TREASURY_ADDRESS only, and booked out of escrow on revenue.paid_out. Two requests at once: the second finds nothing left (409 nothing_available). The answer waits for the ledger's decision up to LEDGER_TIMEOUT_MS (202 `requested` when it has not decided yet: it will), and waitMs longer for the transfer's confirmation (txHash).",
+      auth: { scheme: 'operatorToken', middleware: operatorAuth(config.operatorToken) },
+      body: PlatformPayoutBody,
+      bodyOptional: true,
+      bodyExamples: { now: {}, wait: { waitMs: 20000 } },
+      responses: {
+        '201': { description: 'the platform payout, reserved by the ledger', schema: PlatformPayout },
+        '202': { description: 'requested; the ledger has not decided it yet', schema: PlatformPayout },
+      },
+      errors: {
+        '400': 'invalid_request (waitMs)',
+        '401': 'operator token required',
+        '409':
+          'nothing_available: the platform revenue account holds nothing | treasury_not_configured: TREASURY_ADDRESS is not set',
+      },
+      handler: async (req, res) => {
+        const treasury = config.treasuryAddress;
+        if (!treasury) {
+          throw conflict(
+            SettlementReason.TreasuryNotConfigured,
+            'TREASURY_ADDRESS is not set: platform payouts are off',
+          );
+        }
+        const requested = await recordPayoutRequest(ctx, clock, treasury);
+        ctx.logger.info({ payoutId: requested.payout_id }, 'platform payout requested');
+        const decided = await awaitStatusChange(ctx, requested, 'requested', config.ledgerTimeoutMs);
+        if (decided.status === 'refused') {
+          throw conflict(SettlementReason.NothingAvailable, 'the platform revenue account holds nothing');
+        }
+        if (decided.status === 'requested') {
+          res.status(202).json(platformPayoutView(decided));
+          return;
+        }
+        const row = await awaitStatusChange(ctx, decided, 'sending', req.body?.waitMs ?? 0);
+        res.status(201).json(platformPayoutView(row));
+      },
+    }),
+  ];
 }
 
 /** The request and its `revenue.payout_requested`, in one transaction. */

@@ -1,11 +1,11 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { Transaction } from 'ethers';
 import { sql } from 'kysely';
-import { OPEN_BATCH, type SettlementDB } from '../db';
+import { broadcastCounted, larger, OPEN_BATCH, type SettlementDB } from '../db';
 import type { ExecutedTransfer, FeeCaps, RelayerChain } from './chain';
 import type { RelayerSigner, SignerPool } from './pool';
 import type { RecordedAuthorizations } from './recorded';
-import { cappedFees, isFinished, larger, type RelayerSettings, type Row } from './settings';
+import { cappedFees, isFinished, type RelayerSettings, type Row } from './settings';
 
 /** The relayer's background pass and crash recovery: watch, rebroadcast, finish or fee-bump each key's rows. */
 export class RelayerBackgroundPass {
@@ -153,11 +153,7 @@ export class RelayerBackgroundPass {
     if ((await this.recorded.send(row, 'rebroadcast after a reorg failed; will retry')) !== undefined) return;
     await this.ctx.db
       .updateTable('relayed_authorizations')
-      .set((eb) => ({
-        last_broadcast_at: new Date(),
-        reorg_rebroadcasts: eb('reorg_rebroadcasts', '+', 1),
-        broadcast_attempts: eb('broadcast_attempts', '+', 1),
-      }))
+      .set(broadcastCounted({ reorg: true }))
       .where('id', '=', row.id)
       .execute();
   }

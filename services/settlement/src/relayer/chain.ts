@@ -24,13 +24,15 @@ export interface ReceiptFacts {
 
 export type ExecutedTransfer = ReturnType<typeof executedIn>;
 
-type SimulationRefusal =
-  | 'insufficient_funds'
-  | 'invalid_signature'
-  | 'authorization_expired'
-  | 'authorization_not_yet_valid'
-  | 'nonce_already_used'
-  | 'simulation_failed';
+/** The token's revert reasons a simulation names, and the refusal each is. */
+const REFUSALS = [
+  [/exceeds balance/i, 'insufficient_funds'],
+  [/invalid signature/i, 'invalid_signature'],
+  [/is expired/i, 'authorization_expired'],
+  [/not yet valid/i, 'authorization_not_yet_valid'],
+  [/used or canceled/i, 'nonce_already_used'],
+] as const;
+type SimulationRefusal = (typeof REFUSALS)[number][1] | 'simulation_failed';
 
 export class SimulationError extends Error {
   override name = 'SimulationError';
@@ -42,14 +44,8 @@ export class SimulationError extends Error {
   }
 }
 
-function refusalOf(message: string): SimulationRefusal {
-  if (/exceeds balance/i.test(message)) return 'insufficient_funds';
-  if (/invalid signature/i.test(message)) return 'invalid_signature';
-  if (/is expired/i.test(message)) return 'authorization_expired';
-  if (/not yet valid/i.test(message)) return 'authorization_not_yet_valid';
-  if (/used or canceled/i.test(message)) return 'nonce_already_used';
-  return 'simulation_failed';
-}
+const refusalOf = (message: string): SimulationRefusal =>
+  REFUSALS.find(([pattern]) => pattern.test(message))?.[1] ?? 'simulation_failed';
 
 const WHOLE_BYTES = /^0x(?:[0-9a-fA-F]{2})+$/;
 

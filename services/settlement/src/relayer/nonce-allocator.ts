@@ -1,10 +1,10 @@
 import type { RelayerSubmitRequest } from '@paygate/contracts';
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import { advisoryLockKey, type SettlementDB } from '../db';
+import { advisoryLockKey, larger, type SettlementDB } from '../db';
 import type { FeeCaps, RelayerChain } from './chain';
 import type { RecordedAuthorizations } from './recorded';
-import { cappedFees, larger, type RelayerSettings, type Row } from './settings';
+import { cappedFees, type RelayerSettings, type Row } from './settings';
 
 const RECORD_BATCH_MAX = 50;
 
@@ -148,6 +148,6 @@ export class NonceAllocator {
       .where('chain_id', '=', this.settings.chainId)
       .where('relayer_address', '=', this.chain.address.toLowerCase())
       .executeTakeFirst();
-    return highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
+    return highest?.nonce == null ? 0n : BigInt(highest.nonce) + 1n;
   }
 }

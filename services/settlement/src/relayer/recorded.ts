@@ -1,6 +1,6 @@
 import { newEventId, type RelayerSubmitRequest } from '@paygate/contracts';
 import { type ServiceContext, WriteBatcher } from '@paygate/runtime';
-import type { SettlementDB } from '../db';
+import { broadcastCounted, type SettlementDB } from '../db';
 import { describe } from '../errors';
 import { type ExecutedTransfer, executedIn, type ReceiptFacts, type RelayerChain, settledBy } from './chain';
 import type { RefusedPayers } from './refused-payers';
@@ -102,12 +102,7 @@ export class RecordedAuthorizations {
     try {
       await this.ctx.db
         .updateTable('relayed_authorizations')
-        .set((eb) => ({
-          status: 'broadcast',
-          last_error: null,
-          last_broadcast_at: new Date(),
-          broadcast_attempts: eb('broadcast_attempts', '+', 1),
-        }))
+        .set({ status: 'broadcast', last_error: null, ...broadcastCounted() })
         .where('id', 'in', ids)
         .where('status', 'in', ['signed', 'broadcast'])
         .execute();

@@ -1,11 +1,9 @@
 import type { ServiceContext } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import type { RelayerCodeHashRevertsTable, SettlementDB } from '../db';
+import type { SettlementDB } from '../db';
 import { describe } from '../errors';
 import type { RelayerChain } from './chain';
 import { type Refusal, type RelayerSettings, type Row, refusal } from './settings';
-
-type WithReverts = { relayer_code_hash_reverts: RelayerCodeHashRevertsTable };
 
 /**
  * Why a relayed transaction reverted: `expired` (the relayer's delay: nobody refused), `payer_state` (balance spent
@@ -127,12 +125,11 @@ export class RefusedPayers {
     txHash: string,
     now: Date,
   ): Promise<number> {
-    const db = trx.withTables<WithReverts>();
     const codeHash = row.payer_code_hash!;
     await sql`select pg_advisory_xact_lock(hashtextextended(${`relayer-code-hash:${row.chain_id}:${codeHash}`}, 0))`.execute(
       trx,
     );
-    await db
+    await trx
       .insertInto('relayer_code_hash_reverts')
       .values({
         chain_id: row.chain_id,
@@ -148,7 +145,7 @@ export class RefusedPayers {
         }),
       )
       .execute();
-    const counted = await db
+    const counted = await trx
       .selectFrom('relayer_code_hash_reverts')
       .select((eb) => eb.fn.countAll<string>().as('payers'))
       .where('chain_id', '=', row.chain_id)

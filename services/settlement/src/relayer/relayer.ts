@@ -1,4 +1,5 @@
 import { type RpcServer, serveRpcs } from '@paygate/bus';
+import { sameAddress } from '@paygate/chain';
 import type { RelayerStatusReply, RelayerSubmitReply, RelayerSubmitRequest } from '@paygate/contracts';
 import { type BackgroundTask, Gauge, PollingLoop, type ServiceContext } from '@paygate/runtime';
 import type { SettlementDB } from '../db';
@@ -75,7 +76,7 @@ export class Relayer implements BackgroundTask {
     this.loop = new PollingLoop(() => this.runOnce(), {
       what: 'relayer pass',
       logger: ctx.logger,
-      intervalMs: settings.pollIntervalMs,
+      intervalMs: settings.transferPollIntervalMs,
     });
   }
 
@@ -313,17 +314,17 @@ export class Relayer implements BackgroundTask {
   }
 
   /** This relayer submits USDC payments into the escrow wallet on its own chain, nothing else. */
-  private refusalOfForeign(request: RelayerSubmitRequest): Refusal | undefined {
-    if (request.chainId !== this.settings.chainId) {
-      return refusal('invalid_request', `this relayer submits on chain ${this.settings.chainId}`);
-    }
-    if (request.token.toLowerCase() !== this.settings.usdcAddress.toLowerCase()) {
-      return refusal('invalid_request', `this relayer submits USDC at ${this.settings.usdcAddress} only`);
-    }
-    if (request.authorization.to.toLowerCase() !== this.settings.escrowAddress.toLowerCase()) {
-      return refusal('invalid_request', 'this relayer submits payments into the escrow wallet only');
-    }
-    return undefined;
+  private refusalOfForeign({ chainId, token, authorization }: RelayerSubmitRequest): Refusal | undefined {
+    const { settings } = this;
+    const foreign =
+      chainId !== settings.chainId
+        ? `this relayer submits on chain ${settings.chainId}`
+        : !sameAddress(token, settings.usdcAddress)
+          ? `this relayer submits USDC at ${settings.usdcAddress} only`
+          : !sameAddress(authorization.to, settings.escrowAddress)
+            ? 'this relayer submits payments into the escrow wallet only'
+            : undefined;
+    return foreign === undefined ? undefined : refusal('invalid_request', foreign);
   }
 
   /** The chain's fee suggestion, shared for a moment by a burst of submissions. */

@@ -1,6 +1,7 @@
 import type { RelayerSubmitReply } from '@paygate/contracts';
 import type { Selectable } from 'kysely';
-import type { RelayedAuthorizationsTable } from '../db';
+import type { SettlementConfig } from '../config';
+import { type RelayedAuthorizationsTable, smaller } from '../db';
 import { describe } from '../errors';
 import type { FeeCaps } from './chain';
 import type { RelayerConfig } from './config';
@@ -8,17 +9,18 @@ import type { RelayerConfig } from './config';
 export type Row = Selectable<RelayedAuthorizationsTable>;
 export type Refusal = Extract<RelayerSubmitReply, { ok: false }>;
 
-/** The relayer's configuration (./config, documented there) and what it takes from the service's. */
-export interface RelayerSettings extends Omit<RelayerConfig, 'privateKeys' | 'address' | 'addresses'> {
-  chainId: number;
-  usdcAddress: string;
-  escrowAddress: string;
-  pollIntervalMs: number;
-  /** CONFIRMATIONS: a confirmed submission's receipt is watched until this deep (a reorg has it sent again). */
-  confirmations: number;
-  dbSchema: string;
-  now: () => Date;
-}
+/**
+ * The relayer's configuration (./config, documented there) and what it takes from the service's; `confirmations`:
+ * a confirmed submission's receipt is watched until this deep (a reorg has it sent again).
+ */
+export type RelayerSettings = Omit<RelayerConfig, 'privateKeys' | 'address' | 'addresses'> &
+  Pick<
+    SettlementConfig,
+    'chainId' | 'usdcAddress' | 'confirmations' | 'dbSchema' | 'transferPollIntervalMs'
+  > & {
+    escrowAddress: string;
+    now: () => Date;
+  };
 
 export const refusal = (reason: Refusal['reason'], message: string): Refusal => ({
   ok: false,
@@ -27,8 +29,6 @@ export const refusal = (reason: Refusal['reason'], message: string): Refusal => 
 });
 export const chainUnavailable = (error: unknown) =>
   refusal('chain_unavailable', `the chain RPC did not answer: ${describe(error)}`);
-const smaller = (a: bigint, b: bigint) => (a < b ? a : b);
-export const larger = (a: bigint, b: bigint) => (a > b ? a : b);
 
 /** The fees to sign with: never above RELAYER_MAX_FEE_GWEI, the priority fee never above the fee. */
 export function cappedFees(fees: FeeCaps, capWei: bigint): FeeCaps {

@@ -5,7 +5,13 @@ import { type BackgroundTask, PolledTask, PollingLoop, type ServiceContext } fro
 import type { ExpressionBuilder, Selectable, Transaction } from 'kysely';
 import type { Clock } from '../clock';
 import type { SettlementConfig } from '../config';
-import type { Frequency, SellersTable, SettlementDB, SettlementsTable } from '../db';
+import {
+  FREQUENCIES,
+  type Frequency,
+  type SellersTable,
+  type SettlementDB,
+  type SettlementsTable,
+} from '../db';
 import { type Period, periodAt, settlementIdFor } from './periods';
 
 /**
@@ -102,11 +108,8 @@ export class SettlementScheduler extends PolledTask implements BackgroundTask {
 
   async runOnce(): Promise<void> {
     const now = this.clock();
-    const periods: Record<Frequency, Period> = {
-      DAILY: this.periodAt('DAILY', now),
-      WEEKLY: this.periodAt('WEEKLY', now),
-      MONTHLY: this.periodAt('MONTHLY', now),
-    };
+    const periods = {} as Record<Frequency, Period>;
+    for (const frequency of FREQUENCIES) periods[frequency] = this.periodAt(frequency, now);
     for (let batch = 0; batch < MAX_SELLER_BATCHES && !this.loop.isStopped; batch++) {
       const claimed = await this.ctx.inTransaction(async (trx) => {
         const sellers = await trx

@@ -1,5 +1,6 @@
 import { Nullable, StringEnum } from '@paygate/contracts';
 import { Type } from '@sinclair/typebox';
+import { FREQUENCIES, SETTLEMENT_STATUSES } from '../db';
 import { SettleNowSkip, SkipReasons } from '../reasons';
 
 export const MAX_SETTLE_WAIT_MS = 60_000;
@@ -21,7 +22,6 @@ export const SettleNowBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const SETTLEMENT_STATUSES = ['pending', 'skipped', 'sending', 'completed', 'failed'] as const;
 export const SETTLEMENT_ID_PATTERN = '^stl_[0-9A-HJKMNP-TV-Z]{26}$';
 
 /** A query value given twice arrives as an array: the rule says so. */
@@ -68,7 +68,7 @@ export const Settlement = Type.Object({
   payoutAddress: Type.String(),
   txHash: Nullable(Type.String({ description: 'on-chain proof of the USDC transfer' })),
   period: Type.Object({
-    frequency: StringEnum(['DAILY', 'WEEKLY', 'MONTHLY']),
+    frequency: StringEnum(FREQUENCIES),
     key: Type.String({ examples: ['D:2026-11-26'] }),
     start: Type.String({ format: 'date-time' }),
     end: Type.String({ format: 'date-time' }),

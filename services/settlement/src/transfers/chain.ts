@@ -1,6 +1,7 @@
 import { formatAddress, makeProvider, usdcAbi } from '@paygate/chain';
 import { Interface } from 'ethers';
 import { ChainKey } from '../chain-key';
+import type { SettlementConfig } from '../config';
 
 const usdc = new Interface(usdcAbi);
 
@@ -14,13 +15,12 @@ export interface TransferReceipt {
 export class EscrowChain extends ChainKey {
   readonly usdcAddress: string;
 
-  constructor(options: {
-    rpcUrl: string;
-    chainId: number;
-    usdcAddress: string;
-    escrowPrivateKey: string;
-    rpcTimeoutMs: number;
-  }) {
+  constructor(
+    options: Pick<
+      SettlementConfig,
+      'rpcUrl' | 'chainId' | 'usdcAddress' | 'escrowPrivateKey' | 'rpcTimeoutMs'
+    >,
+  ) {
     const provider = makeProvider(options.rpcUrl, {
       timeoutMs: options.rpcTimeoutMs,
       chainId: options.chainId,

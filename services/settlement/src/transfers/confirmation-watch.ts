@@ -1,5 +1,5 @@
-import { crashIfConfigured } from '../crash';
-import { OPEN_BATCH } from '../db';
+import { crashIfConfigured } from '../config';
+import { broadcastCounted, OPEN_BATCH } from '../db';
 import { describe } from '../errors';
 import type { TransferReceipt } from './chain';
 import type { TransferRow } from './repository';
@@ -15,16 +15,8 @@ export class ConfirmationWatch {
 
   /** Confirmed transfers to 2 x CONFIRMATIONS: one a reorg dropped is sent again as the SAME bytes. */
   async watchConfirmed(): Promise<void> {
-    const { ctx, config, chain } = this.deps;
-    const watched = await ctx.db
-      .selectFrom('outgoing_transfers')
-      .selectAll()
-      .where('status', '=', 'confirmed')
-      .where('final_at', 'is', null)
-      .where('chain_id', '=', config.chainId)
-      .orderBy('nonce')
-      .limit(OPEN_BATCH)
-      .execute();
+    const { chain } = this.deps;
+    const watched = await this.byNonce(['confirmed']).where('final_at', 'is', null).execute();
     if (watched.length === 0) return;
     const head = await chain.blockNumber();
     let minedNonce: bigint | undefined;
@@ -39,6 +31,17 @@ export class ConfirmationWatch {
       if (minedNonce > transfer.nonce!) continue; // a lagging node: look again
       await this.resendDroppedConfirmed(transfer);
     }
+  }
+
+  /** This chain's transfers in `statuses`, a batch by nonce. */
+  private byNonce(statuses: Array<TransferRow['status']>) {
+    return this.deps.ctx.db
+      .selectFrom('outgoing_transfers')
+      .selectAll()
+      .where('status', 'in', statuses)
+      .where('chain_id', '=', this.deps.config.chainId)
+      .orderBy('nonce')
+      .limit(OPEN_BATCH);
   }
 
   /** A final transfer a deeper reorg dropped (its nonce unused: escrow signs one per nonce) is watched again. */
@@ -120,25 +123,14 @@ export class ConfirmationWatch {
     if ((await this.send(transfer, 'rebroadcast after a reorg failed; will retry')) !== undefined) return;
     await ctx.db
       .updateTable('outgoing_transfers')
-      .set((eb) => ({
-        last_broadcast_at: new Date(),
-        reorg_rebroadcasts: eb('reorg_rebroadcasts', '+', 1),
-        broadcast_attempts: eb('broadcast_attempts', '+', 1),
-      }))
+      .set(broadcastCounted({ reorg: true }))
       .where('transfer_id', '=', transfer.transfer_id)
       .execute();
   }
 
   async advanceOpen(): Promise<void> {
-    const { ctx, config, chain } = this.deps;
-    const open = await ctx.db
-      .selectFrom('outgoing_transfers')
-      .selectAll()
-      .where('status', 'in', ['signed', 'broadcast'])
-      .where('chain_id', '=', config.chainId)
-      .orderBy('nonce')
-      .limit(OPEN_BATCH)
-      .execute();
+    const { chain } = this.deps;
+    const open = await this.byNonce(['signed', 'broadcast']).execute();
     let head: bigint | undefined;
     for (const transfer of open) {
       if (this.deps.isStopped()) return;
@@ -270,18 +262,16 @@ export class ConfirmationWatch {
     }
   }
 
-  private async markBroadcast(transferId: string, sentNow: boolean, minedIn: bigint | null = null) {
+  private async markBroadcast(transferId: string, sent: boolean, minedIn: bigint | null = null) {
     await this.deps.ctx.db
       .updateTable('outgoing_transfers')
-      .set((eb) => ({
+      .set({
         status: 'broadcast',
         last_error: null,
         // The block it was seen mined in, or null once it is sent again (no block holds it now).
         block_number: minedIn,
-        ...(sentNow
-          ? { last_broadcast_at: new Date(), broadcast_attempts: eb('broadcast_attempts', '+', 1) }
-          : {}),
-      }))
+        ...(sent ? broadcastCounted() : {}),
+      })
       .where('transfer_id', '=', transferId)
       .where('status', 'in', ['signed', 'broadcast'])
       .execute();

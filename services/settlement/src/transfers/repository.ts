@@ -1,5 +1,5 @@
 import { newEventId } from '@paygate/contracts';
-import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import type { Selectable, Transaction } from 'kysely';
 import type { OutgoingTransfersTable, SettlementDB, TransferKind } from '../db';
 import { NonPositiveTransferError } from '../errors';
 import type { EscrowChain } from './chain';
@@ -43,14 +43,4 @@ export async function recordTransfer(
     .where('idempotency_key', '=', input.idempotencyKey)
     .executeTakeFirstOrThrow();
   return row.transfer_id;
-}
-
-/** Transfers recorded (unsigned) or signed longer than `olderThanMs` ago and not yet confirmed. */
-export async function countStuckTransfers(db: Kysely<SettlementDB>, olderThanMs: number): Promise<number> {
-  const result = await sql<{ count: string }>`
-    select count(*)::text as count from outgoing_transfers
-    where (status = 'created' and created_at < now() - make_interval(secs => ${olderThanMs / 1000}))
-       or (status in ('signed', 'broadcast')
-           and signed_at < now() - make_interval(secs => ${olderThanMs / 1000}))`.execute(db);
-  return Number(result.rows[0]?.count ?? 0);
 }

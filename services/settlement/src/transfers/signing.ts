@@ -1,8 +1,8 @@
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { type BackoffPolicy, backoffDelayMs } from '@paygate/runtime';
 import { sql, type Transaction } from 'kysely';
-import { crashIfConfigured } from '../crash';
-import type { SettlementDB } from '../db';
+import { crashIfConfigured } from '../config';
+import { larger, type SettlementDB } from '../db';
 import { describe, EscrowShortError } from '../errors';
 import { TransferRefusal } from '../reasons';
 import type { ConfirmationWatch } from './confirmation-watch';
@@ -152,31 +152,24 @@ export class TransferSigner {
     const transferId = transfer.transfer_id;
     const attempts = transfer.preflight_attempts + 1;
     const reason = `pre-flight failed: ${describe(error, 500)}`;
-    if (attempts >= this.deps.config.maxPreflightAttempts) {
-      const failed = await trx
-        .updateTable('outgoing_transfers')
-        .set({
-          status: 'failed',
-          failed_at: new Date(),
-          preflight_attempts: attempts,
-          last_error: reason,
-        })
-        .where('transfer_id', '=', transferId)
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      await this.deps.handlers[failed.kind].onFailed(trx, failed, reason);
-      return failed;
-    }
-    const delayMs = backoffDelayMs(attempts, PREFLIGHT_BACKOFF, AT_CEILING)!;
-    await trx
+    const givenUp = attempts >= this.deps.config.maxPreflightAttempts;
+    const delayMs = givenUp ? 0 : backoffDelayMs(attempts, PREFLIGHT_BACKOFF, AT_CEILING)!;
+    const updated = await trx
       .updateTable('outgoing_transfers')
       .set({
         preflight_attempts: attempts,
         last_error: reason,
-        next_attempt_at: new Date(Date.now() + delayMs),
+        ...(givenUp
+          ? { status: 'failed', failed_at: new Date() }
+          : { next_attempt_at: new Date(Date.now() + delayMs) }),
       })
       .where('transfer_id', '=', transferId)
-      .execute();
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (givenUp) {
+      await this.deps.handlers[updated.kind].onFailed(trx, updated, reason);
+      return updated;
+    }
     this.deps.ctx.logger.warn({ transferId, attempts, reason }, 'transfer pre-flight failed; will retry');
     return undefined;
   }
@@ -207,8 +200,7 @@ export class TransferSigner {
       .where('chain_id', '=', transfer.chain_id)
       .where('from_address', '=', transfer.from_address)
       .executeTakeFirst();
-    const fromDb = highest?.nonce === null || highest?.nonce === undefined ? 0n : BigInt(highest.nonce) + 1n;
-    const fromChain = await this.deps.chain.pendingNonce();
-    return fromDb > fromChain ? fromDb : fromChain;
+    const fromDb = highest?.nonce == null ? 0n : BigInt(highest.nonce) + 1n;
+    return larger(fromDb, await this.deps.chain.pendingNonce());
   }
 }
