@@ -47,8 +47,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const problems: string[] = [];
   const escrowAddress = addressOfPrivateKey(parsed.ESCROW_PRIVATE_KEY);
   if (!escrowAddress) problems.push('ESCROW_PRIVATE_KEY: must be a 0x-prefixed 32-byte hex key');
-  const periodSeconds = parsed.SETTLEMENT_PERIOD_SECONDS;
-  if (periodSeconds > 0 && common.production) {
+  if (parsed.SETTLEMENT_PERIOD_SECONDS > 0 && common.production) {
     problems.push('SETTLEMENT_PERIOD_SECONDS: development only, must not be set in production');
   }
   const transfersOut = transferOutSettings(parsed, problems);
@@ -80,7 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     checkoutSweep: loadCheckoutSweepConfig(env, parsed.ESCROW_PRIVATE_KEY, common.production),
     depositSweep: loadDepositSweepConfig(env, common.production),
     operatorToken: parsed.OPERATOR_TOKEN,
-    settlementPeriodSeconds: periodSeconds,
+    settlementPeriodSeconds: parsed.SETTLEMENT_PERIOD_SECONDS,
     ...transfersOut,
   };
   if (common.production && !config.relayer) {

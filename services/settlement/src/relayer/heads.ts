@@ -1,3 +1,4 @@
+import { smaller } from '../db';
 import type { RelayerChain } from './chain';
 
 /** Polled every DUE_POLL_MS from DUE_EARLY_MS before a block is due until DUE_LATE_MS after. */
@@ -116,7 +117,7 @@ export class HeadWatcher {
 
   private async readInterval(head: bigint): Promise<void> {
     this.intervalReadAt = head;
-    const span = head < BigInt(INTERVAL_SPAN_BLOCKS) ? head : BigInt(INTERVAL_SPAN_BLOCKS);
+    const span = smaller(head, BigInt(INTERVAL_SPAN_BLOCKS));
     if (span < 2n) {
       this.intervalReadAt = undefined;
       return;
@@ -132,7 +133,7 @@ export class HeadWatcher {
         // Fast blocks: read as far back as the span needs at the rate seen.
         const perSec = Number(span) / Math.max(1, Number(seconds));
         const wanted = BigInt(Math.ceil(perSec * INTERVAL_SPAN_MIN_SEC * 1.2));
-        spanned = [wanted, head, BigInt(INTERVAL_SPAN_MAX_BLOCKS)].reduce((a, b) => (b < a ? b : a));
+        spanned = smaller(smaller(wanted, head), BigInt(INTERVAL_SPAN_MAX_BLOCKS));
         seconds = last - (await this.chain.blockTimestampSec(head - spanned));
       }
       const ms = (Number(seconds) * 1000) / Number(spanned);

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { type RpcServer, serveRpcs } from '@paygate/bus';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcAbi, usdcEip712Domain } from '@paygate/chain';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES, usdcEip712Domain } from '@paygate/chain';
 import type { DepositHoldingsReply, RelayerSubmitReply, TransferAuthorization } from '@paygate/contracts';
 import { Counter, PolledTask, PollingLoop, type ServiceContext } from '@paygate/runtime';
-import { Contract, getAddress } from 'ethers';
+import { getAddress } from 'ethers';
 import type { Selectable } from 'kysely';
 import { type DepositSweepsTable, type SettlementDB, tryAdvisoryLock } from '../db';
 import type { Relayer } from '../relayer/relayer';
@@ -19,7 +19,6 @@ const RETRY_AFTER_MS = 60_000;
 /** Sweeps each deposit address whole into escrow: an EIP-3009 authorization recorded before the relayer submits it. */
 export class DepositSweeper extends PolledTask {
   protected readonly loop: PollingLoop;
-  private readonly usdc: Contract;
   private readonly outcomes: Counter<'outcome'>;
   private server: RpcServer | undefined;
 
@@ -31,7 +30,6 @@ export class DepositSweeper extends PolledTask {
     private readonly relayer: Relayer | null,
   ) {
     super();
-    this.usdc = new Contract(escrow.usdcAddress, usdcAbi, escrow.provider);
     this.outcomes = new Counter({
       name: 'settlement_deposit_sweeps_total',
       help: 'Deposit addresses handled by the sweeper, by outcome (swept, dust, empty, failed, finished)',
@@ -134,7 +132,7 @@ export class DepositSweeper extends PolledTask {
       .limit(this.config.batchSize)
       .execute();
     for (const row of due) {
-      const balance = (await this.usdc.getFunction('balanceOf')(row.address)) as bigint;
+      const balance = await this.escrow.usdcBalanceOf(row.address);
       if (balance < this.config.minAmountMicro) {
         // Empty: nothing more to count. Dust: kept (and counted) until another transfer makes it worth a sweep.
         await this.ctx.db
@@ -147,8 +145,7 @@ export class DepositSweeper extends PolledTask {
           })
           .where('address', '=', row.address)
           .execute();
-        if (balance === 0n) result.empty++;
-        else result.dust++;
+        result[balance === 0n ? 'empty' : 'dust']++;
         continue;
       }
       const sweep = await this.record(row.address, Number(row.derivation_index), balance);

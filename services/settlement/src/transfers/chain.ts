@@ -36,15 +36,16 @@ export class EscrowChain extends ChainKey {
   /** Escrow's USDC and its consumed nonces at one block: what it can pay out of, without the pool's transfers. */
   async minedState(): Promise<{ balanceMicro: bigint; minedNonce: bigint }> {
     const blockTag = await this.provider.getBlockNumber();
-    const [balance, nonce] = await Promise.all([
-      this.provider.call({
-        to: this.usdcAddress,
-        data: usdc.encodeFunctionData('balanceOf', [this.address]),
-        blockTag,
-      }),
+    const [balanceMicro, nonce] = await Promise.all([
+      this.usdcBalanceOf(this.address, blockTag),
       this.provider.getTransactionCount(this.address, blockTag),
     ]);
-    return { balanceMicro: BigInt(balance), minedNonce: BigInt(nonce) };
+    return { balanceMicro, minedNonce: BigInt(nonce) };
+  }
+
+  async usdcBalanceOf(account: string, blockTag?: number): Promise<bigint> {
+    const data = usdc.encodeFunctionData('balanceOf', [formatAddress(account)]);
+    return BigInt(await this.provider.call({ to: this.usdcAddress, data, blockTag }));
   }
 
   /** Simulates the transfer; throws (for example on insufficient USDC) without spending a nonce. */
