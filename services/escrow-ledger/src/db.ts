@@ -256,6 +256,10 @@ export interface LedgerDatabase extends BusTables {
   };
 }
 
+/** Whole rows, as `select *` reads them. */
+export type TransactionRow = Selectable<LedgerDatabase['transactions']>;
+export type TransferRow = Selectable<LedgerDatabase['transfers']>;
+
 export type LedgerDb = Kysely<LedgerDatabase>;
 export type LedgerTrx = Transaction<LedgerDatabase>;
 

@@ -1,10 +1,10 @@
 import { splitFee } from '@paygate/money';
 import fc from 'fast-check';
-import type { EscrowStatus } from '../src/db';
+import type { EscrowStatus, TransactionRow } from '../src/db';
 import { refundView } from '../src/refunds/book';
 import { requestView } from '../src/refunds/request-records';
 import { SERVED_AT_ONCE } from '../src/views/call-outcomes';
-import { type TransactionRow, transactionStatus, transactionView } from '../src/views/routes';
+import { transactionStatus, transactionView } from '../src/views/routes';
 import { TRANSACTION_STATUSES } from '../src/views/schemas';
 
 /** What a seller reads of a transaction, a refund and a refund request: one status, amounts as decimal strings. */

@@ -2,17 +2,11 @@ import { decodeTransferLog, formatAddress, makeProvider } from '@paygate/chain';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import type { JsonRpcProvider } from 'ethers';
 import { sql } from 'kysely';
-import type { Row } from '../db';
+import type { TransferRow } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { transferKey } from '../ledger/entries';
 import { rebookReversedPayments } from '../payments/confirmed';
 import { reverseTransfer } from '../payments/reorged';
-import { TRANSFER_ROW_COLUMNS, type TransferRow } from '../payments/transfer-booking';
-
-type AwaitingTransfer = Row<
-  'transfers',
-  'chain_id' | 'tx_hash' | 'log_index' | 'amount_micro' | 'from_address' | 'missing_since_block'
->;
 
 export type ChainCheckOutcome = 'confirmed' | 'waiting' | 'missing' | 'reversed' | 'unknown';
 
@@ -97,7 +91,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
   }
 
   /** An update of the transfer while it still awaits the chain (another pass, or the indexer, may have decided it). */
-  private awaitingRow(transfer: AwaitingTransfer) {
+  private awaitingRow(transfer: TransferRow) {
     return this.ctx.db
       .updateTable('transfers')
       .where('chain_id', '=', transfer.chain_id)
@@ -124,9 +118,9 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
    * that fails midway still moves on; rows another replica takes are skipped). One in a block not yet CONFIRMATIONS
    * deep is left for later (its read could only answer "waiting").
    */
-  private async takeTurns(head: bigint): Promise<AwaitingTransfer[]> {
+  private async takeTurns(head: bigint): Promise<TransferRow[]> {
     const deepAtOrBelow = head + 1n - BigInt(this.deps.config.confirmations);
-    const taken = await sql<AwaitingTransfer>`with turns as (
+    const taken = await sql<TransferRow>`with turns as (
           select chain_id, tx_hash, log_index from transfers
             where chain_confirmed_at is null and status = 'observed' and chain_id = ${this.deps.config.chainId}
               and (block_number is null or missing_since_block is not null or block_number <= ${deepAtOrBelow})
@@ -135,9 +129,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
         update transfers t set chain_check_turn = nextval('transfers_chain_check_turn')
           from turns
           where t.chain_id = turns.chain_id and t.tx_hash = turns.tx_hash and t.log_index = turns.log_index
-          returning t.chain_id, t.tx_hash, t.log_index, t.amount_micro, t.from_address, t.missing_since_block`.execute(
-      this.ctx.db,
-    );
+          returning t.*`.execute(this.ctx.db);
     return taken.rows;
   }
 
@@ -161,7 +153,7 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     }
   }
 
-  private async check(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {
+  private async check(transfer: TransferRow, head: bigint): Promise<ChainCheckOutcome> {
     const confirmations = BigInt(this.deps.config.confirmations);
     const receipt = await this.chain().getTransactionReceipt(transfer.tx_hash);
     const log = receipt?.status === 1 ? receipt.logs.find((l) => l.index === transfer.log_index) : undefined;
@@ -198,10 +190,10 @@ export class ChainConfirmationCheck extends PolledTask implements BackgroundTask
     return this.reverse(transfer, head);
   }
 
-  private async reverse(transfer: AwaitingTransfer, head: bigint): Promise<ChainCheckOutcome> {
+  private async reverse(transfer: TransferRow, head: bigint): Promise<ChainCheckOutcome> {
     const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
     const reversed = await this.ctx.inTransaction(async (trx) => {
-      const locked = await sql<TransferRow>`select ${TRANSFER_ROW_COLUMNS} from transfers
+      const locked = await sql<TransferRow>`select * from transfers
           where chain_id = ${transfer.chain_id} and tx_hash = ${transfer.tx_hash} and log_index = ${transfer.log_index}
             and chain_confirmed_at is null and status = 'observed' and missing_since_block is not null
           for update`.execute(trx);

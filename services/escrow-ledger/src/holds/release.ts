@@ -3,20 +3,10 @@ import { createEvent } from '@paygate/contracts';
 import { formatUsdc } from '@paygate/money';
 import { type BackgroundTask, PolledTask, PollingLoop } from '@paygate/runtime';
 import { sql } from 'kysely';
-import type { Row } from '../db';
+import type { TransactionRow } from '../db';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { credit, debit, postEntries } from '../ledger/entries';
 import { notAwaitingUnservedDecision } from '../unserved/holds';
-
-type DueHold = Row<
-  'transactions',
-  | 'id'
-  | 'seller_id'
-  | 'seller_share_micro'
-  | 'platform_share_micro'
-  | 'refunded_seller_micro'
-  | 'refunded_platform_micro'
->;
 
 /**
  * Releases up to `limit` holds past their period: the unrefunded seller share to seller_available, the platform
@@ -29,9 +19,7 @@ export async function releaseDueHolds(ctx: LedgerContext, deps: LedgerDeps, limi
   const holdBack = deps.config.chainConfirmTimeoutMs > 0;
   return ctx.inTransaction(async (trx) => {
     const due =
-      await sql<DueHold>`select id, seller_id, seller_share_micro, platform_share_micro, refunded_seller_micro,
-          refunded_platform_micro
-        from transactions where escrow_status = 'held' and hold_until <= ${now}
+      await sql<TransactionRow>`select * from transactions where escrow_status = 'held' and hold_until <= ${now}
           and not exists (select 1 from refund_requests rr where rr.transaction_id = transactions.id
             and rr.status = 'pending')
           -- A call its seller failed: held while its buyer may retry and until its refund is decided.

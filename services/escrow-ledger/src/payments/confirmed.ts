@@ -3,7 +3,7 @@ import { formatUsdc, PLATFORM_FEE_PERCENT, parseChainUsdc } from '@paygate/money
 import { currentTraceCarrier } from '@paygate/telemetry';
 import { sql } from 'kysely';
 import type { ClaimRequest } from '../claims/statement';
-import type { LedgerDatabase, LedgerTrx } from '../db';
+import type { LedgerTrx, TransactionRow } from '../db';
 import type { LedgerDeps } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
@@ -113,23 +113,6 @@ export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   );
 }
 
-type ReversedPayment = Pick<
-  LedgerDatabase['transactions'],
-  | 'id'
-  | 'payment_id'
-  | 'source'
-  | 'seller_id'
-  | 'skill_id'
-  | 'skill_name'
-  | 'endpoint_id'
-  | 'session_id'
-  | 'payer'
-  | 'network'
-  | 'amount_micro'
-  | 'hold_period_hours'
-  | 'confirmed_at'
->;
-
 /**
  * A payment reversed because its transfer left the chain, whose very transaction is booked unclaimed on the chain
  * again (resent, or mined again), claims it again as a new transaction, matched by payer and amount; a payment is
@@ -141,10 +124,7 @@ export async function rebookReversedPayments(
   chainId: number,
   txHash: string,
 ): Promise<number> {
-  const reversed =
-    await sql<ReversedPayment>`select t.id, t.payment_id, t.source, t.seller_id, t.skill_id, t.skill_name,
-        t.endpoint_id, t.session_id, t.payer, t.network, t.amount_micro, t.hold_period_hours, t.confirmed_at
-      from transactions t
+  const reversed = await sql<TransactionRow>`select t.* from transactions t
       where t.chain_id = ${chainId} and t.tx_hash = ${txHash}
         and (t.reversal_reason = 'not_on_chain' or (t.reversal_reason = 'transfer_reorged' and t.source = 'x402'))
         and not exists (select 1 from transactions live where live.payment_id = t.payment_id
@@ -164,7 +144,7 @@ async function rebookPayment(
   deps: LedgerDeps,
   chainId: number,
   txHash: string,
-  payment: ReversedPayment,
+  payment: TransactionRow,
 ): Promise<boolean> {
   const target = await sql<{ log_index: number }>`select log_index from transfers
       where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'observed'

@@ -1,7 +1,7 @@
 import { enqueueEvent, lockTransferEvents, takeReorgTombstone } from '@paygate/bus';
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { LedgerTrx, Row, TransferRow } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
@@ -13,7 +13,6 @@ import {
   lockTransfer,
   postTransferIn,
   TRANSFER_LOCK_SCOPE,
-  type TransferRow,
   transferEntryKey,
 } from './transfer-booking';
 

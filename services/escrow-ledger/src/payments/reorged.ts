@@ -1,31 +1,12 @@
 import { leaveReorgTombstone, lockTransferEvents } from '@paygate/bus';
 import { formatUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { LedgerTrx, TransactionRow, TransferRow } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { credit, debit, entryIdByKey, postEntry, transferKey } from '../ledger/entries';
 import { refundReceivableOnReorg, settleRefundReceivables } from '../refunds/receivables';
 import { recordConflict } from './conflicts';
-import {
-  lockTransfer,
-  perInclusion,
-  TRANSFER_LOCK_SCOPE,
-  type TransferRow,
-  transferEntryKey,
-} from './transfer-booking';
-
-type ClaimedTransaction = Row<
-  'transactions',
-  | 'id'
-  | 'seller_id'
-  | 'amount_micro'
-  | 'seller_share_micro'
-  | 'platform_share_micro'
-  | 'refunded_micro'
-  | 'refunded_seller_micro'
-  | 'refunded_platform_micro'
-  | 'escrow_status'
->;
+import { lockTransfer, perInclusion, TRANSFER_LOCK_SCOPE, transferEntryKey } from './transfer-booking';
 
 interface ReversalCause {
   reason: 'transfer_reorged' | 'not_on_chain';
@@ -196,9 +177,8 @@ async function reverseClaimingTransaction(
 ): Promise<void> {
   const key = transferKey(transfer.chain_id, transfer.tx_hash, transfer.log_index);
   const result =
-    await sql<ClaimedTransaction>`select id, seller_id, amount_micro, seller_share_micro, platform_share_micro,
-        refunded_micro, refunded_seller_micro, refunded_platform_micro, escrow_status
-      from transactions where id = ${transfer.claimed_by_transaction_id} for update`.execute(trx);
+    await sql<TransactionRow>`select * from transactions where id = ${transfer.claimed_by_transaction_id}
+      for update`.execute(trx);
   const txn = result.rows[0]!;
   if (txn.escrow_status === 'reversed') return;
   const sellerPart = txn.seller_share_micro - txn.refunded_seller_micro;

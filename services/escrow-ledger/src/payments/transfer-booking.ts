@@ -1,22 +1,7 @@
 import { parseChainUsdc } from '@paygate/money';
 import { sql } from 'kysely';
-import type { LedgerTrx, Row } from '../db';
+import type { LedgerTrx, TransferRow } from '../db';
 import { transferKey } from '../ledger/entries';
-
-export type TransferRow = Row<
-  'transfers',
-  | 'chain_id'
-  | 'tx_hash'
-  | 'log_index'
-  | 'amount_micro'
-  | 'from_address'
-  | 'status'
-  | 'booked_by'
-  | 'claimed_by_transaction_id'
-  | 'inclusion'
-  | 'block_hash'
-  | 'refund_id'
->;
 
 /** What an inclusion causes is keyed per inclusion: `<key>` for the first, `<key>#<n>` after re-inclusions. */
 export const perInclusion = (key: string, inclusion: number) => (inclusion > 0 ? `${key}#${inclusion}` : key);
@@ -25,16 +10,13 @@ export const transferEntryKey = (key: string, inclusion = 0) => `transfer:${perI
 /** The ledger's lock space for one transfer's events (lockTransferEvents): observed and reorged never interleave. */
 export const TRANSFER_LOCK_SCOPE = 'ledger-transfer';
 
-export const TRANSFER_ROW_COLUMNS = sql`chain_id, tx_hash, log_index, amount_micro, from_address, status, booked_by,
-  claimed_by_transaction_id, inclusion, block_hash, refund_id`;
-
 export async function lockTransfer(
   trx: LedgerTrx,
   chainId: number,
   txHash: string,
   logIndex: number,
 ): Promise<TransferRow | undefined> {
-  const result = await sql<TransferRow>`select ${TRANSFER_ROW_COLUMNS} from transfers
+  const result = await sql<TransferRow>`select * from transfers
       where chain_id = ${chainId} and tx_hash = ${txHash} and log_index = ${logIndex} for update`.execute(
     trx,
   );

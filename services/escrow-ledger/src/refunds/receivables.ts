@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
-import type { LedgerDatabase, LedgerTrx, Row } from '../db';
+import type { LedgerDatabase, LedgerTrx, Row, TransferRow } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
-import { perInclusion, type TransferRow } from '../payments/transfer-booking';
+import { perInclusion } from '../payments/transfer-booking';
 
 /**
  * Refund receivables: an unmatched transfer refunded (refunds/unmatched.ts), then dropped by a reorg, so the payer

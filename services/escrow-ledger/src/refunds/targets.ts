@@ -1,25 +1,9 @@
 import { badRequest, HttpError } from '@paygate/http';
 import type { RefundTarget } from '@paygate/protocol';
 import { sql } from 'kysely';
-import type { LedgerDb, LedgerTrx, Row } from '../db';
+import type { LedgerDb, LedgerTrx, TransactionRow } from '../db';
 import type { LedgerDeps } from '../deps';
 import { LedgerReason } from '../reasons';
-
-/** A payment as a buyer's refund request sees it. */
-type RequestedTransaction = Row<
-  'transactions',
-  | 'id'
-  | 'seller_id'
-  | 'payer'
-  | 'session_id'
-  | 'tx_hash'
-  | 'log_index'
-  | 'amount_micro'
-  | 'refunded_micro'
-  | 'escrow_status'
-  // The id the paying service gave the payment (the gateway's claim): what its call outcome is recorded by.
-  | 'payment_id'
->;
 
 /** Exactly one of transactionId, txHash (with an optional logIndex) or sessionId names the payment. */
 export function refundTargetOf(body: {
@@ -45,9 +29,6 @@ export function refundTargetOf(body: {
     : { txHash: body.txHash!.toLowerCase(), logIndex: body.logIndex };
 }
 
-const columns = sql`id, seller_id, payer, session_id, tx_hash, log_index, amount_micro, refunded_micro, escrow_status,
-  payment_id`;
-
 const notBooked = (what: string) =>
   new HttpError(
     404,
@@ -60,7 +41,7 @@ export async function findRequestedTransaction(
   db: LedgerDb | LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
-): Promise<RequestedTransaction> {
+): Promise<TransactionRow> {
   const standingFirst = sql`order by (escrow_status = 'reversed'), created_at desc, id desc limit 20`;
   const [named, where] =
     'transactionId' in target
@@ -73,8 +54,7 @@ export async function findRequestedTransaction(
               and (${target.logIndex ?? null}::integer is null or log_index = ${target.logIndex ?? null})
               ${standingFirst}`,
           ] as const);
-  const { rows } =
-    await sql<RequestedTransaction>`select ${columns} from transactions where ${where}`.execute(db);
+  const { rows } = await sql<TransactionRow>`select * from transactions where ${where}`.execute(db);
   if (!rows[0]) throw notBooked(named);
   if (named === 'txHash' && new Set(rows.map((r) => r.log_index)).size > 1) {
     throw badRequest('logIndex', 'is required: this transaction made several payments into escrow');
@@ -86,11 +66,9 @@ export async function findTransactionForUpdate(
   trx: LedgerTrx,
   deps: LedgerDeps,
   target: RefundTarget,
-): Promise<RequestedTransaction> {
+): Promise<TransactionRow> {
   const found = await findRequestedTransaction(trx, deps, target);
   const locked =
-    await sql<RequestedTransaction>`select ${columns} from transactions where id = ${found.id} for update`.execute(
-      trx,
-    );
+    await sql<TransactionRow>`select * from transactions where id = ${found.id} for update`.execute(trx);
   return locked.rows[0]!;
 }

@@ -2,18 +2,13 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent, type EventData } from '@paygate/contracts';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
 import { currentTraceCarrier } from '@paygate/telemetry';
-import type { LedgerTrx } from '../db';
+import type { LedgerTrx, TransferRow } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { TransferNotBookedError } from '../errors';
 import { newRefundId } from '../ids';
 import { credit, debit, postEntry, transferKey } from '../ledger/entries';
 import { recordConflict } from '../payments/conflicts';
-import {
-  bookedTransferDiffers,
-  lockTransfer,
-  perInclusion,
-  type TransferRow,
-} from '../payments/transfer-booking';
+import { bookedTransferDiffers, lockTransfer, perInclusion } from '../payments/transfer-booking';
 
 /** Why a refund request for an unmatched transfer was refused (conflict detail `reason`). */
 type UnmatchedRefundRefusal =

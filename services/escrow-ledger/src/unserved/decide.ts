@@ -3,11 +3,11 @@ import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
 import { type NotNull, sql, type Updateable } from 'kysely';
-import type { Checked, LedgerDatabase, LedgerTrx, Row } from '../db';
+import type { Checked, LedgerDatabase, LedgerTrx, Row, TransactionRow } from '../db';
 import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
-import { bookRefund, type TransactionForRefund } from '../refunds/book';
+import { bookRefund } from '../refunds/book';
 
 // A paid call is unserved when its seller failed it (5xx, timeout, no connection, no valid URL) and its retry window
 // closed with none served; a 4xx is service. It is refunded in full, without the seller's approval, once.
@@ -19,7 +19,6 @@ export const DECIDE_BATCH = 100;
 const BATCH_MEMBERS = 500;
 
 type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' | 'recorded_at'>;
-type PaidTransaction = TransactionForRefund & Row<'transactions', 'tx_hash' | 'payment_id'>;
 
 /** payment.call_unserved: the call's window closed unserved; recorded once, then decided (now or by the sweep). */
 export async function onPaymentCallUnserved(
@@ -55,7 +54,7 @@ function updateCall(trx: LedgerTrx, paymentId: string, set: Updateable<LedgerDat
 type Decision =
   | { kind: 'wait' }
   | { kind: 'final'; status: 'served' | 'not_refundable'; decision: UnservedDecision }
-  | { kind: 'refund'; txn: PaidTransaction; amountMicro: bigint };
+  | { kind: 'refund'; txn: TransactionRow; amountMicro: bigint };
 
 /**
  * Decides one closed call under its row's lock: refunds it (returns its payer), marks it served or not refundable,
@@ -108,11 +107,10 @@ async function decisionOf(trx: LedgerTrx, row: UnservedRow, now: Date): Promise<
       ? { kind: 'final', status: 'not_refundable', decision: UnservedDecision.NoSellerFailure }
       : { kind: 'wait' };
   }
-  const found = await sql<PaidTransaction>`select id, seller_id,
-        payer, chain_id, amount_micro, seller_share_micro, refunded_micro, refunded_seller_micro, escrow_status,
-        tx_hash, payment_id
-      from transactions where payment_id = ${row.payment_id} and escrow_status <> 'reversed'
-      order by created_at desc limit 1 for update`.execute(trx);
+  const found = await sql<TransactionRow>`select * from transactions
+      where payment_id = ${row.payment_id} and escrow_status <> 'reversed' order by created_at desc limit 1 for update`.execute(
+    trx,
+  );
   const txn = found.rows[0];
   if (!txn) {
     // Booked a moment after its claim, or reversed by a reorg (nothing arrived, nothing to give back).

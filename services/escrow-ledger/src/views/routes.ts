@@ -2,19 +2,13 @@ import { type AnyRoute, badRequest, defineRoute, notFound } from '@paygate/http'
 import { formatUsdc } from '@paygate/money';
 import type { SellerAuth } from '@paygate/seller-auth';
 import type { Static } from '@sinclair/typebox';
-import { type Selectable, sql } from 'kysely';
-import type { AccountKind, LedgerDatabase, LedgerDb, Row } from '../db';
+import { sql } from 'kysely';
+import type { AccountKind, LedgerDb, Row, TransactionRow } from '../db';
 import type { LedgerContext } from '../deps';
 import { SELLER_ERRORS, TransactionIdParam } from '../http/schemas';
 import { refundView } from '../refunds/book';
 import { type CallOutcomeView, callOutcomesOf, SERVED_AT_ONCE } from './call-outcomes';
 import { Balances, TransactionDetail, TransactionList, TransactionListQuery } from './schemas';
-
-/** A transaction as the seller views read it: the table's row (db.ts) without the columns they never show. */
-export type TransactionRow = Omit<
-  Selectable<LedgerDatabase['transactions']>,
-  'endpoint_id' | 'refunded_seller_micro' | 'refunded_platform_micro' | 'reversal_reason'
->;
 
 const iso = (value: Date | null) => (value ? new Date(value).toISOString() : null);
 
