@@ -3,12 +3,11 @@
  * one is redelivered with backoff, then dead-lettered for an operator; nothing of its transaction is kept.
  */
 export class LedgerError extends Error {
-  override name = 'LedgerError';
+  override name = this.constructor.name;
 }
 
 /** An event names a record the ledger does not hold (yet): a refund, a settlement's reservation, a payout. */
 export class UnknownRecordError extends LedgerError {
-  override name = 'UnknownRecordError';
   constructor(
     readonly subject: string,
     readonly what: string,
@@ -20,7 +19,6 @@ export class UnknownRecordError extends LedgerError {
 
 /** A refund was requested for a transfer the ledger has not booked yet (its `transfer.observed` is behind). */
 export class TransferNotBookedError extends LedgerError {
-  override name = 'TransferNotBookedError';
   constructor(readonly transferKey: string) {
     super(`refund requested for transfer ${transferKey}, which the ledger has not booked yet`);
   }
@@ -28,7 +26,6 @@ export class TransferNotBookedError extends LedgerError {
 
 /** A payout is due before the ledger heard the seller's payout address (its seller.updated is behind). */
 export class PayoutAddressUnknownError extends LedgerError {
-  override name = 'PayoutAddressUnknownError';
   constructor(readonly sellerId: string) {
     super(`no payout address known for seller ${sellerId} yet`);
   }
@@ -36,7 +33,6 @@ export class PayoutAddressUnknownError extends LedgerError {
 
 /** Settlement reported an outcome other than the reservation: money may have left unreserved; an operator looks. */
 export class ReservationMismatchError extends LedgerError {
-  override name = 'ReservationMismatchError';
   constructor(
     readonly subject: string,
     readonly payoutId: string,
@@ -48,6 +44,4 @@ export class ReservationMismatchError extends LedgerError {
 }
 
 /** A database answer the ledger's own statements rule out (a claim neither inserted nor found): a defect. */
-export class LedgerInvariantError extends LedgerError {
-  override name = 'LedgerInvariantError';
-}
+export class LedgerInvariantError extends LedgerError {}

@@ -23,20 +23,23 @@ import { ReconciliationReport } from './operator/schemas';
 import { onPaymentCallFailed, onPaymentCallRecovered } from './payments/call-outcomes';
 import { onTransferObserved } from './payments/observed';
 import { onTransferReorged } from './payments/reorged';
-import { onSellerUpdated } from './payouts/addresses';
 import {
   onPlatformPayoutCompleted,
   onPlatformPayoutFailed,
   onPlatformPayoutRequested,
 } from './payouts/platform';
-import { onSellerPayoutFailed, onSettlementCompleted, onSettlementDue } from './payouts/seller';
-import { reconciliationWatch } from './reconciliation/watch';
+import {
+  onSellerPayoutFailed,
+  onSellerUpdated,
+  onSettlementCompleted,
+  onSettlementDue,
+} from './payouts/seller';
+import { reconciliationWatch } from './reconciliation/reconcile';
 import { onRefundCompleted } from './refunds/book';
 import { refundRoutes } from './refunds/routes';
 import { Refund, RefundRequest } from './refunds/schemas';
 import { onTransferRefundRequested } from './refunds/unmatched';
-import { onPaymentCallUnserved } from './unserved/decide';
-import { unservedRefundSweep } from './unserved/sweep';
+import { onPaymentCallUnserved, unservedRefundSweep } from './unserved/decide';
 import { viewRoutes } from './views/routes';
 import { Balances, Transaction } from './views/schemas';
 

@@ -8,9 +8,18 @@ import type { LedgerDeps, TypedEnvelope } from '../deps';
 import { PayoutAddressUnknownError, ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
-import { payoutAddressOf } from './addresses';
 
 type ReservationRow = Omit<LedgerDatabase['payout_reservations'], 'tx_hash' | 'created_at' | 'completed_at'>;
+
+/** The ledger's own view of where each seller is paid (newer revisions only): payouts go there, nowhere else. */
+export async function onSellerUpdated(trx: LedgerTrx, event: TypedEnvelope<'seller.updated'>): Promise<void> {
+  const seller = event.data;
+  await sql`insert into seller_payout_addresses (seller_id, revision, payout_address)
+      values (${seller.sellerId}, ${seller.revision}, ${seller.payoutAddress.toLowerCase()})
+      on conflict (seller_id) do update set revision = excluded.revision,
+        payout_address = excluded.payout_address, updated_at = now()
+      where seller_payout_addresses.revision < excluded.revision`.execute(trx);
+}
 
 /** Serialises everything done to one settlement's payout reservation (decide, complete, give back). */
 const lockSettlement = (trx: LedgerTrx, settlementId: string) =>
@@ -52,7 +61,12 @@ export async function onSettlementDue(
     );
     return;
   }
-  const payoutAddress = await payoutAddressOf(trx, due.sellerId);
+  const address = await trx
+    .selectFrom('seller_payout_addresses')
+    .select('payout_address')
+    .where('seller_id', '=', due.sellerId)
+    .executeTakeFirst();
+  const payoutAddress = address?.payout_address;
   // The ledger's view of the seller lags settlement's (both hear seller.updated): redelivered with backoff.
   if (!payoutAddress) throw new PayoutAddressUnknownError(due.sellerId);
   await postEntry(trx, {

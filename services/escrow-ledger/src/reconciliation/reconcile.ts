@@ -1,6 +1,7 @@
 import { requestRpc } from '@paygate/bus';
 import { makeProvider, usdcAbi } from '@paygate/chain';
 import { formatUsdc, parseChainUsdc } from '@paygate/money';
+import { PollingLoop } from '@paygate/runtime';
 import type { Logger } from '@paygate/telemetry';
 import type { Static } from '@sinclair/typebox';
 import { Contract } from 'ethers';
@@ -110,22 +111,6 @@ async function accountTotals(db: LedgerDb) {
   return { accounts, debits, credits, ledger };
 }
 
-function totalsDifferences(
-  onChain: bigint,
-  totals: Awaited<ReturnType<typeof accountTotals>>,
-): ReconciliationDifference[] {
-  const differences: ReconciliationDifference[] = [];
-  if (onChain !== totals.ledger) {
-    const check = 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses';
-    differences.push(amountsDiffer(check, onChain, totals.ledger));
-  }
-  if (totals.debits !== totals.credits) {
-    const check = 'trial balance (debit-normal vs credit-normal accounts)';
-    differences.push(amountsDiffer(check, totals.debits, totals.credits));
-  }
-  return differences;
-}
-
 async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDifference[]> {
   const drift = await db
     .selectFrom('account_balance_drift')
@@ -138,37 +123,28 @@ async function balanceDriftDifferences(db: LedgerDb): Promise<ReconciliationDiff
   });
 }
 
-async function sellerExposure(db: LedgerDb) {
-  const exposure = await sql<{ owed: bigint | null; uncovered: bigint | null; credit: bigint | null }>`
+/**
+ * What sellers owe (available below zero), what of it no money of theirs covers, the credit granted, and what payers
+ * owe (refund_receivable: not a difference, escrow_asset is at the chain, but escrow holds that less).
+ */
+async function exposureOf(db: LedgerDb) {
+  const totals = await sql<Record<'owed' | 'uncovered' | 'credit' | 'payers', bigint | null>>`
       with sellers as (
         select owner, sum(balance_micro) filter (where kind = 'seller_available') as available,
           sum(balance_micro) as total
         from accounts where kind in ('seller_held', 'seller_available') group by owner)
       select sum(greatest(-available, 0))::bigint as owed, sum(greatest(-total, 0))::bigint as uncovered,
-        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit
+        (select sum(credit_limit_micro) from seller_credit_limits)::bigint as credit,
+        (select sum(balance_micro) from accounts where kind = 'refund_receivable')::bigint as payers
       from sellers`.execute(db);
+  const row = totals.rows[0];
+  const micro = (key: 'owed' | 'uncovered' | 'credit' | 'payers') => BigInt(row?.[key] ?? 0n);
   return {
-    owed: BigInt(exposure.rows[0]?.owed ?? 0n),
-    uncovered: BigInt(exposure.rows[0]?.uncovered ?? 0n),
-    credit: BigInt(exposure.rows[0]?.credit ?? 0n),
+    owed: micro('owed'),
+    uncovered: micro('uncovered'),
+    credit: micro('credit'),
+    payers: micro('payers'),
   };
-}
-
-/** What payers owe (refund_receivable): not a difference, escrow_asset is at the chain, but escrow holds that less. */
-async function payersOwed(db: LedgerDb): Promise<bigint> {
-  const row = await sql<{ owed: bigint | null }>`select sum(balance_micro)::bigint as owed
-      from accounts where kind = 'refund_receivable'`.execute(db);
-  return BigInt(row.rows[0]?.owed ?? 0n);
-}
-
-// Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
-function exposureDifferences(
-  exposure: Awaited<ReturnType<typeof sellerExposure>>,
-): ReconciliationDifference[] {
-  if (exposure.uncovered <= 0n) return [];
-  const check = "seller balances (held + available) below zero, paid with other sellers' money in escrow";
-  const uncovered = formatUsdc(exposure.uncovered);
-  return [{ check, expected: '0', actual: uncovered, difference: uncovered }];
 }
 
 /** Every difference between the ledger and the chain, and within the ledger; none: the books are right. */
@@ -182,15 +158,23 @@ export async function reconcile(
   const depositRead = await depositAddressesToRead(db, config, chainBalance, depositHoldings);
   const onChain = chainBalance ?? (await chainEscrowBalance(config, depositRead.deposits));
   const totals = await accountTotals(db);
-  const totalsFound = totalsDifferences(onChain, totals);
-  const drift = await balanceDriftDifferences(db);
-  const exposure = await sellerExposure(db);
-  const differences = [
-    ...depositRead.differences,
-    ...totalsFound,
-    ...drift,
-    ...exposureDifferences(exposure),
-  ];
+  const differences = depositRead.differences;
+  if (onChain !== totals.ledger) {
+    const check = 'escrow_asset vs on-chain USDC balance of the escrow wallets and session deposit addresses';
+    differences.push(amountsDiffer(check, onChain, totals.ledger));
+  }
+  if (totals.debits !== totals.credits) {
+    const check = 'trial balance (debit-normal vs credit-normal accounts)';
+    differences.push(amountsDiffer(check, totals.debits, totals.credits));
+  }
+  differences.push(...(await balanceDriftDifferences(db)));
+  const exposure = await exposureOf(db);
+  // Escrow is shared: a seller whose held + available is below zero is being paid for by other sellers' money.
+  if (exposure.uncovered > 0n) {
+    const check = "seller balances (held + available) below zero, paid with other sellers' money in escrow";
+    const uncovered = formatUsdc(exposure.uncovered);
+    differences.push({ check, expected: '0', actual: uncovered, difference: uncovered });
+  }
   return {
     balanced: differences.length === 0,
     escrowAddress: config.escrowAddress,
@@ -204,7 +188,7 @@ export async function reconcile(
       owedBySellers: formatUsdc(exposure.owed),
       uncovered: formatUsdc(exposure.uncovered),
       creditGranted: formatUsdc(exposure.credit),
-      owedByPayers: formatUsdc(await payersOwed(db)),
+      owedByPayers: formatUsdc(exposure.payers),
     },
     checkedAt: new Date().toISOString(),
   };
@@ -253,4 +237,25 @@ export function recordReconciliation(
       'reconciliation: ledger and chain differ',
     );
   }
+}
+
+/**
+ * The operator route's reconciliation every RECONCILE_INTERVAL_MS on each replica, for the alerts' gauges. A chain or
+ * settlement that does not answer fails the pass, leaving the last-success gauge that the staleness alert watches.
+ */
+export function reconciliationWatch(ctx: LedgerContext, deps: LedgerDeps): PollingLoop {
+  const intervalMs = deps.config.reconcileIntervalMs;
+  return new PollingLoop(
+    async () => {
+      recordReconciliation(deps, ctx, await reconcileWithSettlement(ctx, deps));
+    },
+    {
+      what: 'periodic reconciliation',
+      logger: ctx.logger,
+      intervalMs,
+      // Not at start-up, with every replica at once after a rollout: one interval in.
+      firstDelayMs: intervalMs,
+      maxBackoffMs: 4 * intervalMs,
+    },
+  );
 }

@@ -5,7 +5,7 @@ import type { SellerAuth } from '@paygate/seller-auth';
 import { sql } from 'kysely';
 import type { LedgerContext, LedgerDeps } from '../deps';
 import { RefundIdParam, SELLER_ERRORS, usdcField } from '../http/schemas';
-import { paymentOutcome } from '../unserved/outcome';
+import { paymentOutcome } from '../views/call-outcomes';
 import { bookRefund, lockSellerTransaction, type RefundRow, refundView } from './book';
 import { refundRequestRoutes } from './requests';
 import {

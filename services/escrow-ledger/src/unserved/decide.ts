@@ -2,9 +2,10 @@ import { enqueueEvent } from '@paygate/bus';
 import { createEvent } from '@paygate/contracts';
 import { HttpError } from '@paygate/http';
 import { formatUsdc } from '@paygate/money';
+import { PollingLoop } from '@paygate/runtime';
 import { type NotNull, sql, type Updateable } from 'kysely';
 import type { Checked, LedgerDatabase, LedgerTrx, Row, TransactionRow } from '../db';
-import type { LedgerDeps, TypedEnvelope } from '../deps';
+import type { LedgerContext, LedgerDeps, TypedEnvelope } from '../deps';
 import { newRefundId } from '../ids';
 import { UnservedDecision } from '../reasons';
 import { bookRefund } from '../refunds/book';
@@ -15,7 +16,7 @@ import { bookRefund } from '../refunds/book';
 /** A closed call whose failure or payment the ledger has not heard of this long after is given up. */
 const GIVE_UP_AFTER_MS = 60 * 60_000;
 /** Calls decided per sweep pass, and refunds one batch transfer carries, at most. */
-export const DECIDE_BATCH = 100;
+const DECIDE_BATCH = 100;
 const BATCH_MEMBERS = 500;
 
 type UnservedRow = Row<'unserved_calls', 'payment_id' | 'seller_id' | 'status' | 'recorded_at'>;
@@ -269,7 +270,7 @@ export async function sendDueRefunds(trx: LedgerTrx, deps: LedgerDeps, payer?: s
 }
 
 /** The closed calls to decide again, least recently tried first (those that keep waiting never block others). */
-export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
+async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
   const rows = await trx
     .selectFrom('unserved_calls')
     .select('payment_id')
@@ -278,4 +279,19 @@ export async function undecidedCalls(trx: LedgerTrx): Promise<string[]> {
     .limit(DECIDE_BATCH)
     .execute();
   return rows.map((r) => r.payment_id);
+}
+
+/** Decides again the calls left undecided (each in its own transaction), then sends every payer's due refunds. */
+export function unservedRefundSweep(ctx: LedgerContext, deps: LedgerDeps): PollingLoop {
+  const intervalMs = deps.config.unservedSweepIntervalMs;
+  return new PollingLoop(
+    async () => {
+      const paymentIds = await ctx.inTransaction((trx) => undecidedCalls(trx));
+      for (const paymentId of paymentIds) {
+        await ctx.inTransaction((trx) => decideUnserved(trx, deps, paymentId), { retryConflicts: true });
+      }
+      await ctx.inTransaction((trx) => sendDueRefunds(trx, deps), { retryConflicts: true });
+    },
+    { what: 'unserved call refunds', logger: ctx.logger, intervalMs, maxBackoffMs: 4 * intervalMs },
+  );
 }
