@@ -126,24 +126,20 @@ export async function startEscrowLedger(config: EscrowLedgerConfig): Promise<Run
   return { ...running, deps, scheduler, chainCheck };
 }
 
-/** A durable consumer of `subject` whose handler gets the deps; `concurrency` transactions in flight when given. */
-function consumerOf(d: LedgerDeps) {
-  return <S extends Subject>(
+function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
+  /** A durable consumer of `subject` whose handler gets the deps; `concurrency` transactions in flight when given. */
+  const consumer = <S extends Subject>(
     durable: string,
     subject: S,
     handler: (trx: LedgerTrx, event: TypedEnvelope<S>, deps: LedgerDeps) => Promise<void>,
     concurrency?: number,
-  ): DeclaredConsumer<LedgerDatabase> =>
+  ) =>
     defineConsumer<S, LedgerDatabase>({
       durable,
       subject,
       handler: (trx, e) => handler(trx, e, d),
       ...(concurrency ? { concurrency } : {}),
     });
-}
-
-function ledgerConsumers(d: LedgerDeps): DeclaredConsumer<LedgerDatabase>[] {
-  const consumer = consumerOf(d);
   return [
     // What became of a paid call the gateway forwarded: shown beside the payment (callStatus).
     consumer('ledger-payment-call-failed', 'payment.call_failed', onPaymentCallFailed),

@@ -1,6 +1,6 @@
 import { REFUND_REQUEST_MAX_VALIDITY_MS } from '@paygate/protocol';
 import { usdcField } from '../src/http/schemas';
-import { checkRefundRequestSigning } from '../src/refunds/request-records';
+import { checkRefundRequestSigning } from '../src/refunds/requests';
 import { refundTargetOf } from '../src/refunds/targets';
 import { refusalOf } from '../src/refunds/unmatched';
 

@@ -2,7 +2,7 @@ import { splitFee } from '@paygate/money';
 import fc from 'fast-check';
 import type { EscrowStatus, TransactionRow } from '../src/db';
 import { refundView } from '../src/refunds/book';
-import { requestView } from '../src/refunds/request-records';
+import { requestView } from '../src/refunds/requests';
 import { SERVED_AT_ONCE } from '../src/views/call-outcomes';
 import { transactionStatus, transactionView } from '../src/views/routes';
 import { TRANSACTION_STATUSES } from '../src/views/schemas';

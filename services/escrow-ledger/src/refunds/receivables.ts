@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { LedgerDatabase, LedgerTrx, Row, TransferRow } from '../db';
 import type { LedgerDeps } from '../deps';
 import { credit, debit, ensureAccounts, lockAccount, postEntry, transferKey } from '../ledger/entries';
@@ -11,10 +11,7 @@ import { perInclusion } from '../payments/transfer-booking';
  * index), its money pays the debt (D suspense / C refund_receivable) and it stays refunded.
  */
 
-type OpenReceivable = Pick<
-  LedgerDatabase['refund_receivables'],
-  'chain_id' | 'tx_hash' | 'log_index' | 'inclusion' | 'refund_id' | 'payer' | 'amount_micro'
->;
+type OpenReceivable = Selectable<LedgerDatabase['refund_receivables']>;
 
 type Arrival = Row<'transfers', 'log_index' | 'inclusion'>;
 
@@ -78,8 +75,7 @@ export async function settleRefundReceivables(
   txHash: string,
 ): Promise<void> {
   const open =
-    await sql<OpenReceivable>`select chain_id, tx_hash, log_index, inclusion, refund_id, payer, amount_micro
-      from refund_receivables where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'open'
+    await sql<OpenReceivable>`select * from refund_receivables where chain_id = ${chainId} and tx_hash = ${txHash} and status = 'open'
       order by created_at, log_index, inclusion for update`.execute(trx);
   for (const receivable of open.rows) {
     const found = await sql<Arrival>`select t.log_index, t.inclusion from transfers t
