@@ -237,9 +237,10 @@ async function lockSellerFunds(trx: LedgerTrx, sellerId: string) {
   ];
   // Missing accounts are created first, in the global (kind, owner) order book_payments uses.
   await ensureAccounts(trx, accounts);
-  const keys = sql.join(accounts.map(([kind, owner]) => sql`(${kind}, ${owner})`));
   const rows = await sql<Row<'accounts', 'kind' | 'balance_micro'>>`select kind, balance_micro from accounts
-      where (kind, owner) in (${keys}) order by id for no key update`.execute(trx);
+      where (kind, owner) in (('platform_held', ''), ('platform_revenue', ''), ('refund_pending', ''),
+        ('seller_available', ${sellerId}), ('seller_held', ${sellerId}))
+      order by id for no key update`.execute(trx);
   const balance = (kind: AccountKind) => rows.rows.find((r) => r.kind === kind)?.balance_micro ?? 0n;
   const limit = await trx
     .selectFrom('seller_credit_limits')
