@@ -5,30 +5,26 @@ export type LedgerMetrics = ReturnType<typeof createLedgerMetrics>;
 export function createLedgerMetrics(metrics: ServiceMetrics) {
   const registers = [metrics.registry];
   const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
+    new Counter<L>({ name, help, labelNames, registers });
   return {
-    conflicts: new Counter({
-      name: 'ledger_payment_conflicts_total',
-      help: 'Payments the ledger refused to credit and surfaced to an operator',
-      labelNames: ['kind'] as const,
-      registers,
-    }),
+    conflicts: counter(
+      'ledger_payment_conflicts_total',
+      'Payments the ledger refused to credit and surfaced to an operator',
+      ['kind'] as const,
+    ),
     reconciliationDifferences: gauge(
       'ledger_reconciliation_differences',
       'Differences found by the last reconciliation (escrow account vs chain, trial balance, drift); 0 = reconciled',
     ),
-    holdsReleased: new Counter({ name: 'ledger_holds_released_total', help: 'Holds released', registers }),
+    holdsReleased: counter('ledger_holds_released_total', 'Holds released'),
     holdsDueOldest: new Gauge({
       name: 'ledger_holds_due_oldest_seconds',
       help: 'Seconds the oldest hold past its hold period is still held (no pending refund request), by what it waits for: release (its transfer is confirmed; alert above RELEASE_BOUND_MS) or chain (its transfer awaits CONFIRMATIONS)',
       labelNames: ['waiting'] as const,
       registers,
     }),
-    refundsBooked: new Counter({
-      name: 'ledger_refunds_booked_total',
-      help: 'Refunds booked, by phase',
-      labelNames: ['phase'] as const,
-      registers,
-    }),
+    refundsBooked: counter('ledger_refunds_booked_total', 'Refunds booked, by phase', ['phase'] as const),
     unconfirmedOverdue: gauge(
       'ledger_transfers_unconfirmed_overdue',
       'Transfers booked from payment.confirmed that the chain has not confirmed within CHAIN_CONFIRM_TIMEOUT_MS (their holds stay held); 0 = none',
