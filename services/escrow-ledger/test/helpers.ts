@@ -22,8 +22,8 @@ import {
   type ClaimedPayment,
   paymentConfirmedEvent,
   paymentToBook,
-  reportConflict,
 } from '../src/payments/confirmed';
+import { reportConflict } from '../src/payments/conflicts';
 
 /** The first contract anvil's deployer creates (deployTestUsdc); the config requires a USDC address. */
 const PLACEHOLDER_USDC_ADDRESS = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
@@ -222,7 +222,12 @@ export async function bookClaimedPayments(
     const row = others.get(item.payment.paymentId);
     if (!row)
       throw new LedgerInvariantError(`book_payments returned nothing for payment ${item.payment.paymentId}`);
-    if (row.outcome === 'conflict') reportConflict(deps, row);
+    if (row.outcome === 'conflict') {
+      reportConflict(deps, row.conflict_kind, {
+        paymentId: row.payment_id,
+        existingTransactionId: row.existing_transaction_id,
+      });
+    }
     return { transactionId: row.outcome === 'duplicate' ? row.transaction_id : null, outcome: row.outcome };
   });
 }

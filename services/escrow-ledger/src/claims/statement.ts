@@ -6,12 +6,8 @@ import type { LedgerDeps } from '../deps';
 import { LedgerInvariantError } from '../errors';
 import { newClaimId, newTransactionId } from '../ids';
 import { transferKey } from '../ledger/entries';
-import {
-  type ClaimedBooking,
-  paymentConfirmedEvent,
-  paymentToBook,
-  reportConflict,
-} from '../payments/confirmed';
+import { type ClaimedBooking, paymentConfirmedEvent, paymentToBook } from '../payments/confirmed';
+import { reportConflict } from '../payments/conflicts';
 
 export type ClaimRequest = RpcRequest<'ledger.claim_transfer'>;
 
@@ -103,10 +99,9 @@ export async function claimAndBook(
     } = row;
     if (!booking) return { held };
     if (booking === 'conflict') {
-      reportConflict(deps, {
-        payment_id: request.payment?.paymentId ?? '',
-        conflict_kind,
-        existing_transaction_id,
+      reportConflict(deps, conflict_kind, {
+        paymentId: request.payment?.paymentId ?? '',
+        existingTransactionId: existing_transaction_id,
       });
     }
     return {

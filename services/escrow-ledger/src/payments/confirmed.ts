@@ -70,22 +70,6 @@ export interface ClaimedBooking {
   outcome: BookedPayment['outcome'];
 }
 
-/** A payment conflict set aside for the operator: counted and logged (nothing was credited). */
-export function reportConflict(
-  deps: LedgerDeps,
-  row: Pick<BookedPayment, 'payment_id' | 'conflict_kind' | 'existing_transaction_id'>,
-): void {
-  deps.metrics.conflicts.inc({ kind: row.conflict_kind ?? 'unknown' });
-  deps.logger.warn(
-    {
-      kind: row.conflict_kind,
-      paymentId: row.payment_id,
-      existingTransactionId: row.existing_transaction_id,
-    },
-    'payment conflict surfaced to the operator; nothing credited',
-  );
-}
-
 /** `payment.confirmed` of a payment to book; book_payments writes it to the outbox only if the payment is booked. */
 export function paymentConfirmedEvent(p: ReturnType<typeof paymentToBook>) {
   return createEvent(

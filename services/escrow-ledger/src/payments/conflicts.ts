@@ -27,15 +27,16 @@ export async function recordConflict(
         ${input.sellerId}, ${input.amountMicro}, ${input.existingTransactionId}, ${JSON.stringify(input.detail)}::jsonb, ${deps.now()})
       on conflict do nothing`.execute(trx);
   if (Number(inserted.numAffectedRows ?? 0n) > 0) {
-    deps.metrics.conflicts.inc({ kind });
-    deps.logger.warn(
-      {
-        kind,
-        transfer: transferKey(input.chainId, input.txHash, input.logIndex),
-        paymentId: input.paymentId,
-        existingTransactionId: input.existingTransactionId,
-      },
-      'payment conflict surfaced to the operator; nothing credited',
-    );
+    reportConflict(deps, kind, {
+      transfer: transferKey(input.chainId, input.txHash, input.logIndex),
+      paymentId: input.paymentId,
+      existingTransactionId: input.existingTransactionId,
+    });
   }
+}
+
+/** A payment conflict set aside for the operator: counted and logged (nothing was credited). */
+export function reportConflict(deps: LedgerDeps, kind: string | null, fields: Record<string, unknown>): void {
+  deps.metrics.conflicts.inc({ kind: kind ?? 'unknown' });
+  deps.logger.warn({ kind, ...fields }, 'payment conflict surfaced to the operator; nothing credited');
 }
