@@ -8,16 +8,13 @@ import { ReservationMismatchError, UnknownRecordError } from '../errors';
 import { credit, debit, lockAccount, postEntry } from '../ledger/entries';
 import { PayoutRefusal } from '../reasons';
 
-const lockPlatformPayout = (trx: LedgerTrx, payoutId: string) =>
-  sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
-
 type PlatformPayoutRow = Row<'platform_payouts', 'status' | 'amount_micro' | 'treasury_address'>;
 
 async function lockedPlatformPayout(
   trx: LedgerTrx,
   payoutId: string,
 ): Promise<PlatformPayoutRow | undefined> {
-  await lockPlatformPayout(trx, payoutId);
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`platform_payout:${payoutId}`}, 0))`.execute(trx);
   return (
     await sql<PlatformPayoutRow>`select status, amount_micro, treasury_address from platform_payouts
         where payout_id = ${payoutId}`.execute(trx)

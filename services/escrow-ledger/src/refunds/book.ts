@@ -165,18 +165,6 @@ async function recordRefund(
   return row.rows[0]!;
 }
 
-function refundInitiatedEvent(refundId: string, txn: TransactionForRefund, amountMicro: bigint, now: Date) {
-  return createEvent('refund.initiated', 'escrow-ledger', {
-    refundId,
-    transactionId: txn.id,
-    sellerId: txn.seller_id,
-    payer: txn.payer,
-    amount: formatUsdc(amountMicro),
-    chainId: txn.chain_id,
-    initiatedAt: now.toISOString(),
-  });
-}
-
 /**
  * Books a refund on a locked transaction and asks settlement to send it (refund.initiated); the seller must still
  * have the money with Paygate (checkSellerCanPay).
@@ -213,7 +201,18 @@ export async function bookRefund(
     now,
   });
   if (input.initiate !== false) {
-    await enqueueEvent(trx, refundInitiatedEvent(refundId, txn, input.amountMicro, now));
+    await enqueueEvent(
+      trx,
+      createEvent('refund.initiated', 'escrow-ledger', {
+        refundId,
+        transactionId: txn.id,
+        sellerId: txn.seller_id,
+        payer: txn.payer,
+        amount: formatUsdc(input.amountMicro),
+        chainId: txn.chain_id,
+        initiatedAt: now.toISOString(),
+      }),
+    );
   }
   // The caller's locked transaction stays current for a further refund in the same database transaction.
   txn.refunded_micro = split.refundedAfter;
