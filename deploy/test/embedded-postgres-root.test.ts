@@ -52,8 +52,13 @@ function packageDir(file: string, name: string): string {
       mkdirSync(path.dirname(path.join(clone, 'node_modules', name)), { recursive: true });
       cpSync(dir, path.join(clone, 'node_modules', name), { recursive: true, verbatimSymlinks: true });
     }
+    // By the manifest: jest maps the bare name `pg` to its one-file bundle (jest.bundles.js).
     for (const name of ['pg', 'async-exit-hook'])
-      symlinkSync(packageDir(own.resolve(name), name), path.join(clone, 'node_modules', name), 'dir');
+      symlinkSync(
+        path.dirname(own.resolve(`${name}/package.json`)),
+        path.join(clone, 'node_modules', name),
+        'dir',
+      );
 
     const port = await findFreePort();
     const run = spawnTsProcess('deploy/test/fixtures/embedded-postgres-start.ts', {
