@@ -4,24 +4,14 @@
  * failures read into an ApiError.
  */
 
-/** The API's error shape (the `error` of a failed answer's body). */
-export interface ApiErrorBody {
-  code: string;
-  message: string;
-  field?: string;
-  rule?: string;
-  requestId?: string;
-}
-
 export class ApiError extends Error {
   constructor(
     /** The answer's HTTP status; 0 when there was no answer (or none in time), or the browser's wallet failed. */
     readonly status: number,
     readonly code: string,
     message: string,
-    /** The request field the API names, when it names one. */
+    /** The request field the API names, and the rule it broke, when the API names them. */
     readonly field?: string,
-    /** The rule that field broke, when the API names one. */
     readonly rule?: string,
     /** The API's id of the request (quote it to support). */
     readonly requestId?: string,
@@ -30,38 +20,34 @@ export class ApiError extends Error {
   }
 }
 
-export interface RequestJsonOptions {
-  /** The deadline for the whole answer, its body included. */
-  timeoutMs: number;
-  /** The answer's text as it is instead of its JSON (SKILL.md). */
-  text?: boolean;
-  /** Another fetch (tests); the page's own by default. */
-  fetch?: typeof fetch;
-}
-
-/** The error of a failed answer, from the API's one error shape, or a plain description when there is none. */
+/** The error of a failed answer, from the API's one error shape (`{ error: {…} }`), or its status when there is none. */
 function errorFrom(status: number, bodyText: string): ApiError {
-  let error: Partial<ApiErrorBody> | undefined;
-  try {
-    error = (JSON.parse(bodyText) as { error?: Partial<ApiErrorBody> } | null)?.error;
-  } catch {
-    error = undefined;
-  }
   const fallback = `the server answered ${status}`;
+  let error: Partial<Record<'code' | 'message' | 'field' | 'rule' | 'requestId', string>> | undefined;
+  try {
+    error = JSON.parse(bodyText)?.error;
+  } catch {}
   if (typeof error?.code !== 'string') return new ApiError(status, `http_${status}`, fallback);
-  const { message, field, rule, requestId } = error;
-  return new ApiError(status, error.code, message ?? fallback, field, rule, requestId);
+  return new ApiError(
+    status,
+    error.code,
+    error.message ?? fallback,
+    error.field,
+    error.rule,
+    error.requestId,
+  );
 }
 
 /**
  * The answer's JSON (or text; undefined for 204), or an ApiError: status 0 with `timeout` when Paygate gave no
  * whole answer within the deadline, or `network_error` when it could not be reached; else, for a failed answer,
  * the API's code, message, field, rule and request id (`http_<status>` when the body is not the API's error).
+ * `text`: the answer's text as it is (SKILL.md); `fetch`: another fetch (tests).
  */
 export async function requestJson<T>(
   url: string,
   init: RequestInit,
-  options: RequestJsonOptions,
+  options: { timeoutMs: number; text?: boolean; fetch?: typeof fetch },
 ): Promise<T> {
   // A controller and a timer rather than AbortSignal.timeout: the pay button also runs in older Safari (15).
   const controller = new AbortController();
@@ -104,7 +90,6 @@ export async function requestJson<T>(
 
 /** An Idempotency-Key for a creating request: a retried click or dialog sends the same one, and creates once. */
 export function newIdempotencyKey(): string {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
