@@ -15,7 +15,7 @@ import {
   useAction,
   useGet,
 } from './ui';
-import { TextField } from './ui-forms';
+import { fieldsOf, TextField, useForm } from './ui-forms';
 
 const ALL = '*';
 
@@ -177,19 +177,19 @@ function EndpointActions(props: EndpointProps) {
 function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
   const { api } = useDashboard();
   const { action } = props;
-  const [url, setUrl] = useState('');
-  const [description, setDescription] = useState('');
+  const [values, set] = useForm({ url: '', description: '' });
+  const field = fieldsOf('endpoint', values, set, action.errors);
   const [events, setEvents] = useState<string[]>([ALL]);
   const create = async (event: Event) => {
     event.preventDefault();
+    const description = values.description.trim();
     const created = await action.run(() =>
       api.request<{ endpoint: WebhookEndpoint; secret: string }>('POST', '/api/v1/webhooks/endpoints', {
-        body: { url: url.trim(), events, ...(description.trim() ? { description: description.trim() } : {}) },
+        body: { url: values.url.trim(), events, ...(description ? { description } : {}) },
       }),
     );
     if (!created) return;
-    setUrl('');
-    setDescription('');
+    set({ url: '', description: '' });
     setEvents([ALL]);
     props.onSecret({ label: `signing secret of ${created.endpoint.url}`, value: created.secret });
   };
@@ -197,22 +197,12 @@ function AddEndpointForm(props: { action: Action; onSecret: OnSecret }) {
     <form onSubmit={create} noValidate>
       <h3>Add an endpoint</h3>
       <TextField
-        id="endpoint-url"
+        {...field('url')}
         label="Endpoint URL"
         required
-        error={action.errors.url}
-        value={url}
-        onValue={setUrl}
         input={{ type: 'url', placeholder: 'https://api.example.com/paygate/webhooks' }}
       />
-      <TextField
-        id="endpoint-description"
-        label="Description (optional)"
-        error={action.errors.description}
-        value={description}
-        onValue={setDescription}
-        input={{ maxLength: 200 }}
-      />
+      <TextField {...field('description')} label="Description (optional)" input={{ maxLength: 200 }} />
       <EventsFieldset events={events} setEvents={setEvents} error={action.errors.events} />
       <button type="submit" disabled={action.busy || events.length === 0}>
         Add endpoint

@@ -18,7 +18,7 @@ import {
   useAction,
   useLoad,
 } from './ui';
-import { SelectField, TextField } from './ui-forms';
+import { fieldsOf, SelectField, TextField, useForm } from './ui-forms';
 
 /** The confirmation every refund waits for: amount, payer, and what the seller's balance loses. */
 function refundFacts(t: TransactionDetail, amount: string): Pick<ConfirmOptions, 'facts' | 'effect'> {
@@ -56,52 +56,59 @@ function remainderAfter(refundable: string, amount: string): string {
 /** The refund form's amount and reason, checked, confirmed, then booked once (one idempotency key a refund). */
 function useRefundForm(t: TransactionDetail, onRefunded: () => void) {
   const { api } = useDashboard();
-  const [amount, setAmount] = useState(t.refundableAmount);
-  const [reason, setReason] = useState('');
+  const [values, set] = useForm({ amount: t.refundableAmount, reason: '' });
   const [key, setKey] = useState(newIdempotencyKey);
   const [done, setDone] = useState<Refund>();
   const [localErrors, setLocalErrors] = useState<Record<string, string>>({});
   const save = useAction();
   const confirm = useConfirm();
   const errors = { ...save.errors, ...localErrors };
-  const remainder = remainderAfter(t.refundableAmount, amount);
+  const amount = values.amount.trim();
+  const remainder = remainderAfter(t.refundableAmount, values.amount);
   const submit = async (event: Event) => {
     event.preventDefault();
     const problems: Record<string, string> = {};
-    if (!remainder || parseUsdc(amount.trim() || '0') === 0n)
+    if (!remainder || parseUsdc(amount || '0') === 0n)
       problems.amount = `Enter an amount above $0.00 and at most ${usd(t.refundableAmount)}`;
-    if (!reason.trim()) problems.reason = 'Say why you refund (the buyer sees it)';
+    if (!values.reason.trim()) problems.reason = 'Say why you refund (the buyer sees it)';
     setLocalErrors(problems);
     if (Object.keys(problems).length) {
       document.getElementById(problems.amount ? 'refund-amount' : 'refund-reason')?.focus();
       return;
     }
     const answer = await confirm.ask({
-      title: amount.trim() === t.refundableAmount ? 'Refund in full?' : 'Refund part of this payment?',
-      ...refundFacts(t, amount.trim()),
-      confirmLabel: `Refund ${usd(amount.trim())}`,
+      title: amount === t.refundableAmount ? 'Refund in full?' : 'Refund part of this payment?',
+      ...refundFacts(t, amount),
+      confirmLabel: `Refund ${usd(amount)}`,
     });
     if (!answer) return;
     const refund = await save.run(() =>
       api.request<Refund>('POST', '/api/v1/refunds', {
-        body: { transactionId: t.transactionId, amount: amount.trim(), reason: reason.trim() },
+        body: { transactionId: t.transactionId, amount, reason: values.reason.trim() },
         idempotencyKey: key,
       }),
     );
     if (!refund) return;
     setDone(refund);
     setKey(newIdempotencyKey());
-    setAmount(refund.remainingRefundable ?? '');
-    setReason('');
+    set({ amount: refund.remainingRefundable ?? '', reason: '' });
     onRefunded();
   };
-  return { amount, setAmount, reason, setReason, done, errors, remainder, save, confirm, submit };
+  return {
+    amount,
+    set,
+    field: fieldsOf('refund', values, set, errors),
+    done,
+    remainder,
+    save,
+    confirm,
+    submit,
+  };
 }
 
 export function RefundForm(props: { transaction: TransactionDetail; onRefunded: () => void }) {
   const t = props.transaction;
-  const form = useRefundForm(t, props.onRefunded);
-  const { amount, done, errors, remainder, save } = form;
+  const { amount, field, done, remainder, save, ...form } = useRefundForm(t, props.onRefunded);
   return (
     <form aria-labelledby="refund-title" onSubmit={form.submit} noValidate>
       <h2 id="refund-title">Refund</h2>
@@ -113,30 +120,24 @@ export function RefundForm(props: { transaction: TransactionDetail; onRefunded: 
       )}
       <div class="grid">
         <TextField
-          id="refund-amount"
+          {...field('amount')}
           label="Amount (USDC)"
           required
           hint={`up to ${usd(t.refundableAmount)}; ${remainder ? `${usd(remainder)} would remain refundable` : 'enter a valid amount'}`}
-          error={errors.amount}
-          value={amount}
-          onValue={form.setAmount}
           input={{ inputMode: 'decimal' }}
         />
-        <TextField
-          id="refund-reason"
-          label="Reason"
-          required
-          error={errors.reason}
-          value={form.reason}
-          onValue={form.setReason}
-        />
+        <TextField {...field('reason')} label="Reason" required />
       </div>
       <ErrorNote error={save.error} unlessOnAField />
       <div class="actions">
         <button type="submit" disabled={save.busy} aria-busy={save.busy}>
-          {amount.trim() === t.refundableAmount ? 'Refund in full' : 'Refund part'}
+          {amount === t.refundableAmount ? 'Refund in full' : 'Refund part'}
         </button>
-        <button type="button" class="outline secondary" onClick={() => form.setAmount(t.refundableAmount)}>
+        <button
+          type="button"
+          class="outline secondary"
+          onClick={() => form.set({ amount: t.refundableAmount })}
+        >
           Full amount
         </button>
       </div>

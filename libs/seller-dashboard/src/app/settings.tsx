@@ -6,7 +6,7 @@ import { Keys } from './keys';
 import { PayoutAddress } from './payout-address';
 import type { Account } from './types';
 import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useGet } from './ui';
-import { SelectField, TextField } from './ui-forms';
+import { fieldsOf, SelectField, TextField } from './ui-forms';
 
 export function SettingsPage() {
   const account = useGet<Account>('/api/v1/account');
@@ -57,19 +57,15 @@ function PayoutSettings(props: {
   onSecret: (secret: { label: string; value: string }) => void;
 }) {
   const { form, setForm, saved, setSaved, save, errors, submit } = usePayoutSettingsForm(props);
-  const input = (key: 'webhookUrl' | 'minimumSettlement', label: string, hint: string) => (
-    <TextField
-      id={`acct-${key}`}
-      label={label}
-      hint={hint}
-      error={errors[key]}
-      value={form[key]}
-      onValue={(value) => {
-        setSaved(false);
-        setForm({ ...form, [key]: value });
-      }}
-      input={{ name: key }}
-    />
+  // A change of the URL or the minimum clears "saved".
+  const field = fieldsOf(
+    'acct',
+    form,
+    (patch: Partial<typeof form>) => {
+      setSaved(false);
+      setForm({ ...form, ...patch });
+    },
+    errors,
   );
   return (
     <section aria-labelledby="payout-title">
@@ -77,11 +73,12 @@ function PayoutSettings(props: {
       <form onSubmit={submit}>
         {saved && <Notice>Settings saved.</Notice>}
         <ErrorNote error={save.error} unlessOnAField />
-        {input(
-          'webhookUrl',
-          'Webhook URL',
-          'Paygate posts signed events here (payments, refunds, payout-address changes); empty removes it',
-        )}
+        <TextField
+          {...field('webhookUrl')}
+          label="Webhook URL"
+          hint="Paygate posts signed events here (payments, refunds, payout-address changes); empty removes it"
+          input={{ name: 'webhookUrl' }}
+        />
         <div class="grid">
           <SelectField
             id="acct-settlementFrequency"
@@ -96,11 +93,12 @@ function PayoutSettings(props: {
             <option value="WEEKLY">Weekly</option>
             <option value="MONTHLY">Monthly</option>
           </SelectField>
-          {input(
-            'minimumSettlement',
-            'Minimum settlement (USDC)',
-            'smaller balances wait for the next period',
-          )}
+          <TextField
+            {...field('minimumSettlement')}
+            label="Minimum settlement (USDC)"
+            hint="smaller balances wait for the next period"
+            input={{ name: 'minimumSettlement' }}
+          />
         </div>
         <button type="submit" disabled={save.busy} aria-busy={save.busy}>
           Save settings

@@ -12,7 +12,7 @@ import {
   usesShipping,
 } from './skill-form';
 import type { SkillType } from './types';
-import { Field, SelectField, TextField } from './ui-forms';
+import { Field, fieldsOf, SelectField, TextField } from './ui-forms';
 
 /** What every part of the skill form gets: the draft, its errors by field, and a change to it. */
 interface DraftProps {
@@ -39,20 +39,6 @@ export function FormErrorSummary(props: { errors: Record<string, string> }) {
   );
 }
 
-/** A text field of the draft: its control's id, error, value and change, and the input's name. */
-function draftField(
-  props: DraftProps,
-  key: 'categories' | 'apiBaseUrl' | 'durationDays' | 'holdPeriodHours',
-) {
-  return {
-    id: `skill-${key}`,
-    error: props.errors[key],
-    value: props.draft[key],
-    onValue: (value: string) => props.set({ [key]: value }),
-    input: { type: key === 'durationDays' ? 'number' : key === 'apiBaseUrl' ? 'url' : 'text', name: key },
-  };
-}
-
 /** Display name, name (a new skill only: it derives from the display name until typed), description, categories. */
 export function AboutFieldset(
   props: DraftProps & {
@@ -63,15 +49,14 @@ export function AboutFieldset(
   },
 ) {
   const { draft, errors, set, editing } = props;
+  const field = fieldsOf('skill', draft, set, errors);
   return (
     <fieldset>
       <legend>About the skill</legend>
       <TextField
-        id="skill-displayName"
+        {...field('displayName')}
         label="Display name"
         required
-        error={errors.displayName}
-        value={draft.displayName}
         onValue={(displayName) =>
           set({ displayName, ...(editing || props.nameTouched ? {} : { name: slugify(displayName) }) })
         }
@@ -83,13 +68,11 @@ export function AboutFieldset(
         </p>
       ) : (
         <TextField
-          id="skill-name"
           label="Name (URL slug)"
           hint="kebab-case, 2–64 characters, unique; it becomes part of every public URL and cannot change"
           required
-          error={errors.name}
+          {...field('name')}
           status={props.nameStatus}
-          value={draft.name}
           onValue={(name) => {
             props.onNameTyped();
             set({ name });
@@ -115,9 +98,10 @@ export function AboutFieldset(
         )}
       </Field>
       <TextField
-        {...draftField(props, 'categories')}
+        {...field('categories')}
         label="Categories"
         hint="comma-separated tags for discovery, e.g. weather, data"
+        input={{ type: 'text', name: 'categories' }}
       />
     </fieldset>
   );
@@ -160,22 +144,25 @@ function TypeAndMode(props: DraftProps) {
 /** Type, mode, API base URL, the type's own fields and the hold period (with the type's default shown). */
 export function SellingFieldset(props: DraftProps) {
   const { draft, set } = props;
+  const field = fieldsOf('skill', draft, set, props.errors);
   const typeDefault = DEFAULT_HOLD_HOURS[draft.type];
   return (
     <fieldset>
       <legend>How it is sold</legend>
       <TypeAndMode {...props} />
       <TextField
-        {...draftField(props, 'apiBaseUrl')}
+        {...field('apiBaseUrl')}
         label="API base URL"
         hint="your API; https in production"
         required
+        input={{ type: 'url', name: 'apiBaseUrl' }}
       />
       {usesDuration(draft.type) && (
         <TextField
-          {...draftField(props, 'durationDays')}
+          {...field('durationDays')}
           label="Access duration (days)"
           hint={`required for ${draft.type}`}
+          input={{ type: 'number', name: 'durationDays' }}
         />
       )}
       {usesShipping(draft.type) && (
@@ -190,7 +177,7 @@ export function SellingFieldset(props: DraftProps) {
         </label>
       )}
       <TextField
-        {...draftField(props, 'holdPeriodHours')}
+        {...field('holdPeriodHours')}
         label="Hold period (hours in escrow before settlement)"
         hint={`0–168. Leave empty for the ${draft.type} default of ${typeDefault} h; applied: ${effectiveHoldHours(draft)} h`}
         input={{

@@ -5,7 +5,7 @@ import { usd } from './format';
 import { BLANK_ENDPOINT, type EndpointDraft, endpointBody, endpointExamples, METHODS } from './skill-form';
 import type { Endpoint, HttpMethod, Skill } from './types';
 import { CopyButton, ErrorNote, useAction } from './ui';
-import { SelectField, TextField } from './ui-forms';
+import { fieldsOf, SelectField, TextField, useForm } from './ui-forms';
 
 export function EndpointFields(props: {
   prefix: string;
@@ -90,40 +90,27 @@ export function EndpointCard(props: { skill: Skill; endpoint: Endpoint; onChange
 function EndpointEditForm(props: { skill: Skill; endpoint: Endpoint; onChanged: (skill: Skill) => void }) {
   const { api } = useDashboard();
   const { endpoint, skill } = props;
-  const [price, setPrice] = useState(endpoint.priceUsdc);
-  const [description, setDescription] = useState(endpoint.description);
+  const [values, set] = useForm({ priceUsdc: endpoint.priceUsdc, description: endpoint.description });
   const save = useAction();
+  const field = fieldsOf(endpoint.endpointId, values, set, save.errors);
   const base = `/api/v1/manage/skills/${skill.name}/endpoints/${endpoint.endpointId}`;
-  const id = endpoint.endpointId;
   return (
     <form
       class="inline-form"
       onSubmit={async (event) => {
         event.preventDefault();
-        const updated = await save.run(() =>
-          api.request<Skill>('PATCH', base, {
-            body: { priceUsdc: price.trim(), description: description.trim() },
-          }),
-        );
+        const body = { priceUsdc: values.priceUsdc.trim(), description: values.description.trim() };
+        const updated = await save.run(() => api.request<Skill>('PATCH', base, { body }));
         if (updated) props.onChanged(updated);
       }}
     >
       <div class="grid">
         <TextField
-          id={`${id}-price`}
+          {...field('priceUsdc', `${endpoint.endpointId}-price`)}
           label="Price (USDC)"
-          error={save.errors.priceUsdc}
-          value={price}
-          onValue={setPrice}
           input={{ inputMode: 'decimal' }}
         />
-        <TextField
-          id={`${id}-description`}
-          label="Description"
-          error={save.errors.description}
-          value={description}
-          onValue={setDescription}
-        />
+        <TextField {...field('description')} label="Description" />
       </div>
       <ErrorNote error={save.error} unlessOnAField />
       <div class="actions">

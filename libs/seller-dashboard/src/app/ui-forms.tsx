@@ -1,4 +1,26 @@
 import type { ComponentChildren, InputHTMLAttributes, JSX, SelectHTMLAttributes } from 'preact';
+import { useState } from 'preact/hooks';
+
+/** A form's values, and a change to some of them. */
+export function useForm<T>(initial: T | (() => T)) {
+  const [values, setValues] = useState<T>(initial);
+  return [values, (patch: Partial<T>) => setValues((current) => ({ ...current, ...patch }))] as const;
+}
+
+/** The props of a text or select field bound to a key of a form's values: id (`prefix-key`), value, error, change. */
+export function fieldsOf<T>(
+  prefix: string,
+  values: T,
+  set: (patch: Partial<T>) => void,
+  errors: Record<string, string | undefined> = {},
+) {
+  return (key: keyof T & string, id = `${prefix}-${key}`) => ({
+    id,
+    error: errors[key],
+    value: String(values[key] ?? ''),
+    onValue: (value: string) => set({ [key]: value } as Partial<T>),
+  });
+}
 
 export function Field(props: {
   id: string;
