@@ -6,11 +6,10 @@ import type { Delivery, DeliveryAttempt } from './types';
 import {
   type Action,
   ActionButton,
+  ActionNotes,
   Empty,
-  ErrorNote,
   LoadMore,
   LoadState,
-  Notice,
   StatusBadge,
   useAction,
   usePages,
@@ -27,7 +26,6 @@ export function Deliveries() {
   );
   const { list, rows } = pages;
   const action = useAction();
-  const [notice, setNotice] = useState<string>();
   return (
     <section aria-labelledby="deliveries-title">
       <h2 id="deliveries-title">Webhook deliveries</h2>
@@ -46,8 +44,7 @@ export function Deliveries() {
           Refresh
         </button>
       </div>
-      {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={action.error} />
+      <ActionNotes action={action} />
       {list.data === undefined ? (
         <LoadState load={list} what="webhook deliveries" />
       ) : rows.length === 0 ? (
@@ -60,7 +57,7 @@ export function Deliveries() {
               delivery={d}
               action={action}
               onRedelivered={() => {
-                setNotice(`${d.eventType} sent again to your current webhook URL.`);
+                action.setNotice(`${d.eventType} sent again to your current webhook URL.`);
                 pages.first();
                 list.reload();
               }}
@@ -123,7 +120,7 @@ function Payload(props: { deliveryId: string }) {
     );
   return (
     <>
-      <ErrorNote error={action.error} />
+      <ActionNotes action={action} />
       <ActionButton
         action={action}
         call={() =>

@@ -7,10 +7,9 @@ import type { Page, WebhookEndpoint } from './types';
 import {
   type Action,
   ActionButton,
+  ActionNotes,
   Empty,
-  ErrorNote,
   LoadState,
-  Notice,
   StatusBadge,
   useAction,
   useGet,
@@ -25,7 +24,6 @@ export function WebhookEndpoints(props: { onSecret: OnSecret }) {
   const list = useGet<Page<WebhookEndpoint>>('/api/v1/webhooks/endpoints', { live: true });
   const action = useAction();
   const confirm = useConfirm();
-  const [notice, setNotice] = useState<string>();
   return (
     <section aria-labelledby="endpoints-title">
       <h2 id="endpoints-title">Webhook endpoints</h2>
@@ -34,10 +32,9 @@ export function WebhookEndpoints(props: { onSecret: OnSecret }) {
         (verify it like the account's). Sent, signed and retried the same way.
       </p>
       {confirm.dialog}
-      {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={action.error} />
+      <ActionNotes action={action} />
       {action.error instanceof ApiError && action.error.code === 'webhook_secret_missing' && (
-        <SecretMissing action={action} onNotice={setNotice} onSecret={props.onSecret} />
+        <SecretMissing action={action} onSecret={props.onSecret} />
       )}
       {list.data === undefined ? (
         <LoadState load={list} what="webhook endpoints" />
@@ -52,7 +49,6 @@ export function WebhookEndpoints(props: { onSecret: OnSecret }) {
               action={action}
               ask={confirm.ask}
               onChanged={list.reload}
-              onNotice={setNotice}
               onSecret={props.onSecret}
             />
           ))}
@@ -64,7 +60,7 @@ export function WebhookEndpoints(props: { onSecret: OnSecret }) {
 }
 
 /** Endpoint secrets derive from the account's webhook signing secret: created here when it does not exist yet. */
-function SecretMissing(props: { action: Action; onNotice: (notice: string) => void; onSecret: OnSecret }) {
+function SecretMissing(props: { action: Action; onSecret: OnSecret }) {
   const { api } = useDashboard();
   return (
     <p>
@@ -73,7 +69,7 @@ function SecretMissing(props: { action: Action; onNotice: (notice: string) => vo
         action={props.action}
         call={() => api.request<{ webhookSecret: string }>('POST', '/api/v1/account/webhook-secret/rotate')}
         done={(created) => {
-          props.onNotice('Account signing secret created: add the endpoint again.');
+          props.action.setNotice('Account signing secret created: add the endpoint again.');
           props.onSecret({
             label: 'account webhook signing secret (for the webhook URL; endpoint secrets derive from it)',
             value: created.webhookSecret,
@@ -92,7 +88,6 @@ interface EndpointProps {
   ask: ReturnType<typeof useConfirm>['ask'];
   /** The list reads again (an endpoint turned off or on, or deleted). */
   onChanged: () => void;
-  onNotice: (notice: string) => void;
   onSecret: OnSecret;
 }
 
@@ -124,7 +119,7 @@ function EndpointActions(props: EndpointProps) {
       <ActionButton
         action={action}
         call={() => api.request('POST', `${path}/test`)}
-        done={() => props.onNotice(`Test event sent to ${endpoint.url}: see its delivery below.`)}
+        done={() => props.action.setNotice(`Test event sent to ${endpoint.url}: see its delivery below.`)}
       >
         Send test event
       </ActionButton>
@@ -163,7 +158,7 @@ function EndpointActions(props: EndpointProps) {
         }
         call={() => api.request('DELETE', path)}
         done={() => {
-          props.onNotice(`Endpoint ${endpoint.url} deleted.`);
+          props.action.setNotice(`Endpoint ${endpoint.url} deleted.`);
           props.onChanged();
         }}
       >

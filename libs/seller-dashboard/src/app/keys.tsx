@@ -3,7 +3,7 @@ import { useConfirm } from './confirm';
 import { useDashboard } from './context';
 import { dateTime } from './format';
 import type { Account } from './types';
-import { type Action, CopyButton, ErrorNote, Notice, useAction } from './ui';
+import { type Action, ActionNotes, CopyButton, useAction } from './ui';
 import { SelectField, TextField } from './ui-forms';
 import { ScrollTable } from './ui-tables';
 
@@ -30,8 +30,7 @@ export function Keys(props: { account: Account; onChanged: () => void; onSecret:
     <section aria-labelledby="keys-title">
       <h2 id="keys-title">Keys</h2>
       {keys.confirm.dialog}
-      {keys.notice && <Notice>{keys.notice}</Notice>}
-      <ErrorNote error={action.error} />
+      <ActionNotes action={action} />
       <dl class="facts">
         <dt>Secret API keys (sk_)</dt>
         <dd>
@@ -40,7 +39,7 @@ export function Keys(props: { account: Account; onChanged: () => void; onSecret:
             account={a}
             action={action}
             onSaved={() => {
-              keys.setNotice('Key name saved.');
+              action.setNotice('Key name saved.');
               props.onChanged();
             }}
           />
@@ -72,7 +71,6 @@ function useKeyRotation(onChanged: () => void, onSecret: OnSecret) {
   const { api } = useDashboard();
   const action = useAction();
   const confirm = useConfirm();
-  const [notice, setNotice] = useState<string>();
   const [rotation, setRotation] = useState<RotationOptions>({
     revokeImmediately: false,
     overlapHours: 24,
@@ -98,9 +96,9 @@ function useKeyRotation(onChanged: () => void, onSecret: OnSecret) {
     if (result.apiKey) onSecret({ label: 'new secret API key (sk_)', value: result.apiKey });
     else if (result.webhookSecret)
       onSecret({ label: 'new webhook signing secret', value: result.webhookSecret });
-    else setNotice('New publishable key in place.');
+    else action.setNotice('New publishable key in place.');
   };
-  return { action, confirm, notice, setNotice, rotation, setRotation, rotate };
+  return { action, confirm, rotation, setRotation, rotate };
 }
 
 /** The confirmation's title, and what happens to the current key or secret. */

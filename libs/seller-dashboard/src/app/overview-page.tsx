@@ -72,7 +72,16 @@ export function OverviewPage() {
 /** The last CHART_DAYS days in figures (gross, refunds, fees, net) and as a chart. */
 function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
   const { recent } = props;
-  const figures = useMemo(() => (recent.data ? totals(recent.data) : undefined), [recent.data]);
+  const figures = useMemo((): Array<[string, string, string]> | undefined => {
+    if (!recent.data) return undefined;
+    const { gross, refunds, fees, net, count } = totals(recent.data);
+    return [
+      ['Gross', gross, `${count} payment${count === 1 ? '' : 's'}`],
+      ['Refunds', refunds, 'sent back to buyers'],
+      ['Fees', fees, "Paygate's 5%, less fees returned"],
+      ['Net', net, 'what you get'],
+    ];
+  }, [recent.data]);
   const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   return (
     <section aria-labelledby="figures-title">
@@ -81,25 +90,15 @@ function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
         {(rows) => (
           <>
             <div class="figures">
-              <Figure
-                label="Gross"
-                value={usd(figures!.gross)}
-                hint={`${figures!.count} payment${figures!.count === 1 ? '' : 's'}`}
-                testId="figure-gross"
-              />
-              <Figure
-                label="Refunds"
-                value={usd(figures!.refunds)}
-                hint="sent back to buyers"
-                testId="figure-refunds"
-              />
-              <Figure
-                label="Fees"
-                value={usd(figures!.fees)}
-                hint="Paygate's 5%, less fees returned"
-                testId="figure-fees"
-              />
-              <Figure label="Net" value={usd(figures!.net)} hint="what you get" testId="figure-net" />
+              {figures!.map(([label, value, hint]) => (
+                <Figure
+                  key={label}
+                  label={label}
+                  value={usd(value)}
+                  hint={hint}
+                  testId={`figure-${label.toLowerCase()}`}
+                />
+              ))}
             </div>
             {rows.length === 0 ? (
               <Empty>

@@ -4,7 +4,7 @@ import { useDashboard } from './context';
 import { checksummed, dateTime } from './format';
 import { toChecksumAddress } from './siwe';
 import type { Account } from './types';
-import { Address, ErrorNote, Notice, useAction } from './ui';
+import { ActionNotes, Address, useAction } from './ui';
 import { TextField } from './ui-forms';
 import { browserWallet, signWithAccountWallet } from './wallet';
 
@@ -36,8 +36,7 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
           </button>
         </p>
       )}
-      {payout.notice && <Notice>{payout.notice}</Notice>}
-      <ErrorNote error={action.error} unlessOnAField />
+      <ActionNotes action={action} unlessOnAField />
       <form
         onSubmit={(event) => {
           event.preventDefault();
@@ -66,11 +65,10 @@ export function PayoutAddress(props: { account: Account; onSaved: (account: Acco
 function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void) {
   const { api } = useDashboard();
   const [address, setAddress] = useState(checksummed(a.pendingPayoutAddress?.address ?? a.payoutAddress));
-  const [notice, setNotice] = useState<string>();
   const action = useAction();
   const confirm = useConfirm();
   const change = async () => {
-    setNotice(undefined);
+    action.setNotice(undefined);
     const result = await action.run(async () => {
       // The API checks the address first (and names its rule); the seller then sees exactly what is signed.
       const challenge = await api.request<{ message: string; delaySeconds: number }>(
@@ -92,19 +90,19 @@ function usePayoutAddressChange(a: Account, onSaved: (account: Account) => void)
     });
     if (!result) return;
     onSaved(result.account);
-    setNotice(changedNotice(result.account, result.effectiveAt));
+    action.setNotice(changedNotice(result.account, result.effectiveAt));
   };
   const cancel = async () => {
-    setNotice(undefined);
+    action.setNotice(undefined);
     const cancelled = await action.run(() =>
       api.request<Account>('POST', '/api/v1/account/payout-address/cancel'),
     );
     if (!cancelled) return;
     onSaved(cancelled);
     setAddress(checksummed(cancelled.payoutAddress));
-    setNotice('Pending payout address change cancelled.');
+    action.setNotice('Pending payout address change cancelled.');
   };
-  return { address, setAddress, notice, action, confirm, change, cancel };
+  return { address, setAddress, action, confirm, change, cancel };
 }
 
 /** What the seller sees before the wallet signs: the full new address, the current one, and when it applies. */

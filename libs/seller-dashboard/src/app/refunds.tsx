@@ -7,6 +7,7 @@ import { dateTime, usd } from './format';
 import { BALANCE_EFFECT, refundEffect } from './refund-effect';
 import type { Page, Refund, RefundRequest, TransactionDetail } from './types';
 import {
+  ActionNotes,
   Address,
   Empty,
   ErrorNote,
@@ -178,8 +179,7 @@ export function RefundRequestsSection() {
         <option value="rejected">Rejected</option>
         <option value="">All</option>
       </SelectField>
-      {decision.notice && <Notice>{decision.notice}</Notice>}
-      <ErrorNote error={decision.action.error} />
+      <ActionNotes action={decision.action} />
       <LoadState load={list} what="refund requests">
         {(rows) =>
           rows.length === 0 ? (
@@ -206,7 +206,6 @@ export function RefundRequestsSection() {
 /** Approves or rejects a request after its confirmation (a rejection with the seller's reason). */
 function useRefundDecision(onDecided: () => void) {
   const { api } = useDashboard();
-  const [notice, setNotice] = useState<string>();
   const action = useAction();
   const confirm = useConfirm();
   const decide = async (
@@ -214,7 +213,7 @@ function useRefundDecision(onDecided: () => void) {
     payment: TransactionDetail,
     decision: 'approve' | 'reject',
   ) => {
-    setNotice(undefined);
+    action.setNotice(undefined);
     const answer = await confirm.ask(
       decision === 'approve'
         ? {
@@ -232,14 +231,14 @@ function useRefundDecision(onDecided: () => void) {
       }),
     );
     if (!done) return;
-    setNotice(
+    action.setNotice(
       decision === 'approve'
         ? `Refund of ${usd(payment.refundableAmount)} to the payer booked.`
         : 'Refund request rejected; the buyer can read your reason.',
     );
     onDecided();
   };
-  return { notice, action, confirm, decide };
+  return { action, confirm, decide };
 }
 
 /** What the confirmation of a rejection shows, and the reason it asks for. */

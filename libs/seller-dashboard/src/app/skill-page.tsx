@@ -1,9 +1,8 @@
-import { useState } from 'preact/hooks';
 import { useDashboard } from './context';
 import { AddEndpoint, EndpointCard } from './skill-endpoints';
 import { SkillMd } from './skill-md';
 import type { Skill } from './types';
-import { Empty, ErrorNote, Facts, Link, LoadState, Notice, StatusBadge, useAction, useGet } from './ui';
+import { ActionNotes, Empty, Facts, Link, LoadState, StatusBadge, useAction, useGet } from './ui';
 
 export function SkillPage(props: { name: string }) {
   const { api } = useDashboard();
@@ -11,16 +10,14 @@ export function SkillPage(props: { name: string }) {
   const loaded = useGet<Skill>(`/api/v1/manage/skills/${props.name}`, { live: true });
   const { data: skill, set: setSkill } = loaded;
   const action = useAction();
-  const [notice, setNotice] = useState<string>();
   if (!skill) return <LoadState load={loaded} what="the skill" />;
   const act = async (path: string, message: string) => {
     const updated = await action.run(() =>
       api.request<Skill>('POST', `/api/v1/manage/skills/${skill.name}/${path}`),
     );
-    if (updated) {
-      setSkill(updated);
-      setNotice(message);
-    }
+    if (!updated) return;
+    setSkill(updated);
+    action.setNotice(message);
   };
   const endpoints = skill.endpoints.filter((e) => e.active);
   return (
@@ -37,8 +34,7 @@ export function SkillPage(props: { name: string }) {
           Why: {skill.statusReason}
         </p>
       )}
-      {notice && <Notice>{notice}</Notice>}
-      <ErrorNote error={action.error} />
+      <ActionNotes action={action} />
       <SkillFacts skill={skill} />
       <SkillActions skill={skill} busy={action.busy} onRefresh={() => loaded.reload()} act={act} />
       <h2>Endpoints</h2>

@@ -336,10 +336,11 @@ export function usePages<T>(path: string, query: Query, options: { param?: strin
   };
 }
 
-/** Runs an action once at a time, keeping its error (and the fields it names) for the form. */
+/** Runs an action once at a time, keeping its error (and the fields it names) for the form, and what it did. */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
+  const [notice, setNotice] = useState<string>();
   const run = useCallback(async <T,>(action: () => Promise<T>): Promise<T | undefined> => {
     setBusy(true);
     setError(undefined);
@@ -355,10 +356,20 @@ export function useAction() {
       setBusy(false);
     }
   }, []);
-  return { busy, error, errors: fieldErrors(error), setError, run };
+  return { busy, error, errors: fieldErrors(error), setError, notice, setNotice, run };
 }
 
 export type Action = ReturnType<typeof useAction>;
+
+/** What the action last did, and its error (`unlessOnAField`: see ErrorNote). */
+export function ActionNotes(props: { action: Action; unlessOnAField?: boolean }) {
+  return (
+    <>
+      {props.action.notice && <Notice>{props.action.notice}</Notice>}
+      <ErrorNote error={props.action.error} unlessOnAField={props.unlessOnAField} />
+    </>
+  );
+}
 
 /** A button running one call through an action: `ask` (a confirm) first when given, then the call, then `done`. */
 export function ActionButton<T>(props: {
