@@ -4,17 +4,12 @@ import { toChecksumAddress } from './siwe';
 /** Money stays a decimal string or a bigint of micro-USDC; never a JS number. */
 export function usd(amount: string | null | undefined): string {
   if (amount === null || amount === undefined || amount === '') return '—';
-  const micro = parseSigned(amount);
-  const negative = micro < 0n;
-  const [whole, fraction = ''] = formatUsdc(negative ? -micro : micro).split('.');
-  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  return `${negative ? '-' : ''}$${grouped}.${fraction.padEnd(2, '0')}`;
-}
-
-/** parseUsdc for amounts the API may send negative (balances: owed). */
-function parseSigned(amount: string): bigint {
+  // parseUsdc takes no sign: the API may send a negative amount (balances: owed).
   const text = amount.trim();
-  return text.startsWith('-') ? -parseUsdc(text.slice(1)) : parseUsdc(text);
+  const micro = parseUsdc(text.replace(/^-/, ''));
+  const negative = text.startsWith('-') && micro > 0n;
+  const [whole, fraction = ''] = formatUsdc(micro).split('.');
+  return `${negative ? '-' : ''}$${whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${fraction.padEnd(2, '0')}`;
 }
 
 export function dateTime(iso: string | null | undefined): string {

@@ -220,13 +220,8 @@ function RotationFields(props: { options: RotationOptions; onChange: (options: R
         value={String(options.overlapHours)}
         onValue={(hours) => change({ overlapHours: Number(hours) })}
         select={{ disabled: options.revokeImmediately }}
-      >
-        {[1, 24, 72, 168].map((hours) => (
-          <option key={hours} value={String(hours)}>
-            {overlapLabel(hours)}
-          </option>
-        ))}
-      </SelectField>
+        options={[1, 24, 72, 168].map((hours): [string, string] => [String(hours), overlapLabel(hours)])}
+      />
       <label class="inline">
         <input
           type="checkbox"

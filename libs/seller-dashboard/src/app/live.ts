@@ -24,34 +24,21 @@ export function liveUrl(location: Pick<Location, 'protocol' | 'host'>): string {
   return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/api/v1/ws`;
 }
 
-/** Changes arriving within debounceMs are one onChange call (in arrival order). */
+/** Changes arriving within debounceMs are one onChange call (in arrival order); `cancel` drops a pending one. */
 function changeBatcher(onChange: (eventTypes: string[]) => void, debounceMs: number) {
-  let flushTimer: ReturnType<typeof setTimeout> | undefined;
   let pending: string[] = [];
-  const flush = () => {
-    flushTimer = undefined;
-    const types = pending;
-    pending = [];
-    if (types.length > 0) onChange(types);
-  };
+  let timer: ReturnType<typeof setTimeout> | undefined;
   return {
     add(eventType: string) {
       pending.push(eventType);
-      flushTimer ??= setTimeout(flush, debounceMs);
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        onChange(pending);
+        pending = [];
+      }, debounceMs);
     },
-    cancel() {
-      if (flushTimer) clearTimeout(flushTimer);
-    },
+    cancel: () => clearTimeout(timer),
   };
-}
-
-/** A channel message, or undefined when it is not JSON (ignored). */
-function parseLiveMessage(data: unknown): { type?: string; eventType?: string } | undefined {
-  try {
-    return JSON.parse(String(data));
-  } catch {
-    return undefined;
-  }
 }
 
 export function openLiveChannel(options: LiveOptions): { close: () => void } {
@@ -77,14 +64,18 @@ export function openLiveChannel(options: LiveOptions): { close: () => void } {
     socket = current;
     current.onopen = () => current.send(JSON.stringify({ type: 'authenticate', token: options.token }));
     current.onmessage = (message) => {
-      const parsed = parseLiveMessage(message.data);
-      if (parsed === undefined) return;
-      if (parsed.type === 'authenticated') {
+      let parsed: { type?: string; eventType?: string };
+      try {
+        parsed = JSON.parse(String(message.data));
+      } catch {
+        return; // not JSON: ignored
+      }
+      if (parsed?.type === 'authenticated') {
         delayMs = RECONNECT_FIRST_MS;
         options.onStatus('live');
         // What changed while the channel was down is read now.
         options.onChange(['reconnected']);
-      } else if (parsed.type === 'seller_event' && parsed.eventType) {
+      } else if (parsed?.type === 'seller_event' && parsed.eventType) {
         changes.add(parsed.eventType);
       }
     };

@@ -118,13 +118,8 @@ function TypeAndMode(props: DraftProps) {
         value={draft.type}
         onValue={(type) => set({ type: type as SkillType })}
         select={{ name: 'type' }}
-      >
-        {SKILL_TYPES.map((type) => (
-          <option key={type} value={type}>
-            {type}
-          </option>
-        ))}
-      </SelectField>
+        options={SKILL_TYPES}
+      />
       <SelectField
         id="skill-mode"
         label="Verification mode"

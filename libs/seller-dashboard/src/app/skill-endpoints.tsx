@@ -37,11 +37,8 @@ export function EndpointFields(props: {
           error={err('method')}
           value={endpoint.method}
           onValue={(method) => props.onChange({ method: method as HttpMethod })}
-        >
-          {METHODS.map((m) => (
-            <option key={m}>{m}</option>
-          ))}
-        </SelectField>
+          options={METHODS}
+        />
         <TextField id={id('path')} label="Path" hint="starts with /" required {...bind('path')} />
         <TextField
           id={id('price')}

@@ -23,7 +23,7 @@ const TRANSACTION_STATUSES = [
   'partially_refunded',
   'refunded',
   'reversed',
-];
+].map((status): [string, string] => [status, statusWords(status)]);
 const PAGE_SIZE = 50;
 
 export function TransactionsSection() {
@@ -97,19 +97,11 @@ function TransactionFilterForm(props: {
       <div class="grid">
         <TextField id="f-from" label="From" {...bind('from')} input={{ type: 'date' }} />
         <TextField id="f-to" label="To" {...bind('to')} input={{ type: 'date' }} />
-        <SelectField id="f-skill" label="Skill" {...bind('skill')}>
+        <SelectField id="f-skill" label="Skill" {...bind('skill')} options={skills.data ?? []}>
           <option value="">All skills</option>
-          {(skills.data ?? []).map((s) => (
-            <option key={s}>{s}</option>
-          ))}
         </SelectField>
-        <SelectField id="f-status" label="Status" {...bind('status')}>
+        <SelectField id="f-status" label="Status" {...bind('status')} options={TRANSACTION_STATUSES}>
           <option value="">Any status</option>
-          {TRANSACTION_STATUSES.map((s) => (
-            <option key={s} value={s}>
-              {statusWords(s)}
-            </option>
-          ))}
         </SelectField>
         <TextField id="f-hash" label="Transaction hash" {...bind('txHash')} input={{ placeholder: '0x…' }} />
       </div>

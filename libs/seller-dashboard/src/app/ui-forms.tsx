@@ -100,15 +100,17 @@ export function TextField(
   );
 }
 
-/** A Field with one select: its options, its value, and each change as the value now chosen. */
+/** A Field with one select: its options (values, or values and labels), its value, and each change. */
 export function SelectField(
   props: ValueFieldProps & {
     /** The select's other attributes (disabled). */
     select?: Omit<SelectHTMLAttributes<HTMLSelectElement>, 'value' | 'onChange'>;
-    children: ComponentChildren;
+    options?: Array<string | [value: string, label: string]>;
+    /** Options written out, before `options`. */
+    children?: ComponentChildren;
   },
 ) {
-  const { value, onValue, select, children, ...field } = props;
+  const { value, onValue, select, options = [], children, ...field } = props;
   return (
     <Field {...field}>
       {(aria) => (
@@ -119,6 +121,14 @@ export function SelectField(
           onChange={(e) => onValue((e.target as HTMLSelectElement).value)}
         >
           {children}
+          {options.map((option) => {
+            const [optionValue, label] = typeof option === 'string' ? [option, option] : option;
+            return (
+              <option key={optionValue} value={optionValue}>
+                {label}
+              </option>
+            );
+          })}
         </select>
       )}
     </Field>
