@@ -168,11 +168,39 @@ function useRouteTitleAndFocus(route: string) {
 
 /** The navigation, who is signed in, how the data stays current, and whether this is test mode. */
 function Header(props: { route: string; liveStatus: LiveStatus }) {
-  const { session } = useDashboard();
+  const { api, session, signOut } = useDashboard();
   const { liveStatus } = props;
   return (
     <header class="container">
-      <MainNav route={props.route} />
+      <nav aria-label="Main">
+        <ul>
+          <li>
+            <strong>Paygate</strong>
+          </li>
+        </ul>
+        <ul>
+          {NAV.map(([path, label]) => (
+            <li key={path}>
+              <Link to={path} current={isCurrent(props.route, path)}>
+                {label}
+              </Link>
+            </li>
+          ))}
+          <li>
+            <button
+              type="button"
+              class="outline secondary small"
+              onClick={async () => {
+                // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
+                await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
+                signOut('You signed out.');
+              }}
+            >
+              Sign out
+            </button>
+          </li>
+        </ul>
+      </nav>
       <p class="who">
         Signed in as <code>{session.walletAddress}</code>{' '}
         <span class={`live-status ${liveStatus}`} data-testid="live-status" data-status={liveStatus}>
@@ -190,41 +218,6 @@ function Header(props: { route: string; liveStatus: LiveStatus }) {
         </p>
       )}
     </header>
-  );
-}
-
-function MainNav(props: { route: string }) {
-  const { api, signOut } = useDashboard();
-  return (
-    <nav aria-label="Main">
-      <ul>
-        <li>
-          <strong>Paygate</strong>
-        </li>
-      </ul>
-      <ul>
-        {NAV.map(([path, label]) => (
-          <li key={path}>
-            <Link to={path} current={isCurrent(props.route, path)}>
-              {label}
-            </Link>
-          </li>
-        ))}
-        <li>
-          <button
-            type="button"
-            class="outline secondary small"
-            onClick={async () => {
-              // Ends this session at Paygate (every device), not only in this tab; signed out here either way.
-              await api.request('POST', '/api/v1/auth/sign-out').catch(() => undefined);
-              signOut('You signed out.');
-            }}
-          >
-            Sign out
-          </button>
-        </li>
-      </ul>
-    </nav>
   );
 }
 

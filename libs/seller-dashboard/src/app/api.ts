@@ -22,11 +22,10 @@ export interface ApiClient {
 const TIMEOUT_MS = 15_000;
 
 export function withQuery(path: string, query: Query = {}): string {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) {
-    if (value !== undefined && value !== null && value !== '') params.set(key, String(value));
-  }
-  const search = params.toString();
+  const given = Object.entries(query).filter(
+    ([, value]) => value !== undefined && value !== null && value !== '',
+  );
+  const search = new URLSearchParams(given.map(([key, value]) => [key, String(value)])).toString();
   return search ? `${path}?${search}` : path;
 }
 

@@ -1,23 +1,18 @@
 import type { Transaction } from './types';
 
-const COLUMNS: Array<[string, (t: Transaction) => string | number | null]> = [
-  ['transactionId', (t) => t.transactionId],
-  ['confirmedAt', (t) => t.confirmedAt],
+type Column = [string, (t: Transaction) => string | number | null | undefined];
+
+/** Columns named and valued as the transaction's own fields. */
+const fields = (...names: Array<keyof Transaction>) =>
+  names.map((name): Column => [name, (t) => t[name] as string | number | null | undefined]);
+
+const COLUMNS: Column[] = [
+  ...fields('transactionId', 'confirmedAt'),
   ['skill', (t) => t.skillName],
-  ['status', (t) => t.status],
-  ['amount', (t) => t.amount],
-  ['sellerAmount', (t) => t.sellerAmount],
-  ['platformFee', (t) => t.platformFee],
-  ['refundedAmount', (t) => t.refundedAmount],
+  ...fields('status', 'amount', 'sellerAmount', 'platformFee', 'refundedAmount'),
   // A paid call whose seller failed: `failed_retryable` until retryUntil, then `failed` (unless a retry served it).
   ['callStatus', (t) => t.callStatus ?? 'served'],
-  ['callFailedAt', (t) => t.callFailedAt ?? null],
-  ['retryUntil', (t) => t.retryUntil ?? null],
-  ['payer', (t) => t.payer],
-  ['source', (t) => t.source],
-  ['network', (t) => t.network],
-  ['txHash', (t) => t.txHash],
-  ['settlementId', (t) => t.settlementId],
+  ...fields('callFailedAt', 'retryUntil', 'payer', 'source', 'network', 'txHash', 'settlementId'),
 ];
 
 /** RFC 4180 field; a leading = + - @ is prefixed with ' so a spreadsheet never runs it as a formula. */
