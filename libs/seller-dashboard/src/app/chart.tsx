@@ -1,9 +1,10 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useMemo, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { formatUsdc } from '@paygate/money';
 import { usd } from './format';
-import { axisTop, dayLabel, type SkillSeries, tickLabel } from './overview';
+import { axisTop, dailyBySkill, dayLabel, type SkillSeries, tickLabel } from './overview';
+import type { Transaction } from './types';
 
 /** Distinct on white and for common colour blindness (Okabe–Ito). */
 const COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9'];
@@ -11,12 +12,13 @@ const HEIGHT = 240;
 const DAY_S = 86_400;
 
 /**
- * Payments per UTC day, stacked by skill, with a legend and a text summary for screen readers. The y axis scales to
- * the largest day (a $0.05 day is visible) and the x axis has half a day of room on each side (today's bar whole).
+ * Payments per UTC day over the last CHART_DAYS days, stacked by skill, with a legend and a text summary for screen
+ * readers. The y axis scales to the largest day (a $0.05 day is visible) and the x axis has half a day of room on
+ * each side (today's bar whole).
  */
-export function PaymentsChart(props: { series: SkillSeries }) {
+export function PaymentsChart(props: { payments: Transaction[] }) {
   const box = useRef<HTMLDivElement>(null);
-  const { series } = props;
+  const series = useMemo(() => dailyBySkill(props.payments, new Date()), [props.payments]);
   useEffect(() => {
     const element = box.current;
     if (!element) return;

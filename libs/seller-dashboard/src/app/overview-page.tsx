@@ -4,11 +4,10 @@ import type { ApiClient, Query } from './api';
 import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { dateTime, usd } from './format';
-import { dailyBySkill, dayLabel, nextPayoutAt, totals } from './overview';
+import { CHART_DAYS, dayLabel, nextPayoutAt, totals } from './overview';
 import type { Account, Balances, Page, Skill, Transaction } from './types';
 import { Address, Empty, Figure, Link, type Loaded, LoadState, useGet, useLoad } from './ui';
 
-export const CHART_DAYS = 30;
 /** Pages of 200 fetched at most for the chart, the figures and a CSV export (2,000 transactions). */
 const MAX_PAGES = 10;
 
@@ -82,7 +81,6 @@ function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
       ['Net', net, 'what you get'],
     ];
   }, [recent.data]);
-  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
   return (
     <section aria-labelledby="figures-title">
       <h2 id="figures-title">Last {CHART_DAYS} days</h2>
@@ -106,7 +104,7 @@ function RecentFigures(props: { recent: Loaded<Transaction[]> }) {
                 here within seconds.
               </Empty>
             ) : (
-              <PaymentsChart series={series} />
+              <PaymentsChart payments={rows} />
             )}
           </>
         )}

@@ -68,6 +68,8 @@ export function periodLabel(period: Settlement['period']): string {
   return `${dayLabel(start)}, ${time(start)}–${time(end)} UTC`;
 }
 
+export const CHART_DAYS = 30;
+
 export interface SkillSeries {
   days: number[];
   /** Per skill (the largest few, then "Other skills"), micro-USDC per UTC day. */
@@ -80,7 +82,7 @@ export interface SkillSeries {
 export function dailyBySkill(
   transactions: Transaction[],
   now: Date,
-  dayCount = 30,
+  dayCount = CHART_DAYS,
   maxSkills = 4,
 ): SkillSeries {
   const today = Math.floor(now.getTime() / DAY_MS);

@@ -6,8 +6,7 @@ import { PaymentsChart } from './chart';
 import { useDashboard } from './context';
 import { transactionsCsv } from './csv';
 import { dateTime, shortHash, statusWords, usd } from './format';
-import { dailyBySkill } from './overview';
-import { CHART_DAYS, fetchAll, useRecentPayments } from './overview-page';
+import { fetchAll, useRecentPayments } from './overview-page';
 import { sellerNet } from './refund-effect';
 import { matchHash, partialHash, type TransactionFilters, transactionQuery } from './transactions';
 import type { Page, Skill, Transaction } from './types';
@@ -69,8 +68,7 @@ export function TransactionsSection() {
 /** The last 30 days of payments per day, stacked by skill. */
 function RecentPaymentsChart() {
   const recent = useRecentPayments();
-  const series = useMemo(() => dailyBySkill(recent.data ?? [], new Date(), CHART_DAYS), [recent.data]);
-  return recent.data ? <PaymentsChart series={series} /> : null;
+  return recent.data ? <PaymentsChart payments={recent.data} /> : null;
 }
 
 /** Dates, skill, status and a transaction hash (whole or partial). */
