@@ -6,7 +6,7 @@ import { Keys } from './keys';
 import { PayoutAddress } from './payout-address';
 import type { Account } from './types';
 import { ErrorNote, LoadState, Notice, SecretOnce, useAction, useGet } from './ui';
-import { fieldsOf, SelectField, TextField } from './ui-forms';
+import { fieldsOf, SelectField, TextField, useForm } from './ui-forms';
 
 export function SettingsPage() {
   const account = useGet<Account>('/api/v1/account');
@@ -63,7 +63,7 @@ function PayoutSettings(props: {
     form,
     (patch: Partial<typeof form>) => {
       setSaved(false);
-      setForm({ ...form, ...patch });
+      setForm(patch);
     },
     errors,
   );
@@ -85,9 +85,7 @@ function PayoutSettings(props: {
             label="Settlement frequency"
             error={errors.settlementFrequency}
             value={form.settlementFrequency}
-            onValue={(value) =>
-              setForm({ ...form, settlementFrequency: value as Account['settlementFrequency'] })
-            }
+            onValue={(value) => setForm({ settlementFrequency: value as Account['settlementFrequency'] })}
           >
             <option value="DAILY">Daily</option>
             <option value="WEEKLY">Weekly</option>
@@ -111,7 +109,7 @@ function PayoutSettings(props: {
 /** The webhook URL and settlement settings being edited, and their save (a new webhook URL's secret shown once). */
 function usePayoutSettingsForm(props: Parameters<typeof PayoutSettings>[0]) {
   const a = props.account;
-  const [form, setForm] = useState({
+  const [form, setForm] = useForm({
     webhookUrl: a.webhookUrl ?? '',
     settlementFrequency: a.settlementFrequency,
     minimumSettlement: a.minimumSettlement,
