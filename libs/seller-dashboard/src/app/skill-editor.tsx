@@ -138,12 +138,9 @@ function useNameAvailability(name: string | undefined) {
     };
   }, [name]);
   if (!name || state?.name !== name) return { taken: false, message: undefined };
+  const taken = !state.available && state.reason === 'taken';
   return {
-    taken: !state.available && state.reason === 'taken',
-    message: state.available
-      ? `${name} is available`
-      : state.reason === 'taken'
-        ? `${name} is taken`
-        : undefined,
+    taken,
+    message: state.available ? `${name} is available` : taken ? `${name} is taken` : undefined,
   };
 }
