@@ -31,6 +31,7 @@ export function TransactionsSection() {
   const query = transactionQuery(filters);
   const pages = usePages<Transaction>('/api/v1/transactions', { ...query, limit: PAGE_SIZE });
   const loaded = pages.list;
+  const recent = useRecentPayments();
   const filtered = useMemo(() => matchHash(pages.rows, partialHash(filters.txHash)), [pages.rows, filters]);
   const set = (patch: Partial<TransactionFilters>) => {
     setFilters({ ...filters, ...patch });
@@ -39,7 +40,7 @@ export function TransactionsSection() {
   return (
     <section aria-labelledby="transactions-title">
       <h2 id="transactions-title">Payments</h2>
-      <RecentPaymentsChart />
+      {recent.data && <PaymentsChart payments={recent.data} />}
       <TransactionFilterForm filters={filters} onChange={set} />
       {loaded.data === undefined ? (
         <LoadState load={loaded} what="payments" />
@@ -63,12 +64,6 @@ export function TransactionsSection() {
       )}
     </section>
   );
-}
-
-/** The last 30 days of payments per day, stacked by skill. */
-function RecentPaymentsChart() {
-  const recent = useRecentPayments();
-  return recent.data ? <PaymentsChart payments={recent.data} /> : null;
 }
 
 /** Dates, skill, status and a transaction hash (whole or partial). */
