@@ -102,9 +102,8 @@ export function dailyBySkill(
     counts[index]! += 1;
   }
   const sum = (amounts: bigint[]) => amounts.reduce((a, b) => a + b, 0n);
-  const ranked = [...bySkill.entries()].sort((a, b) =>
-    sum(b[1]) > sum(a[1]) ? 1 : sum(b[1]) < sum(a[1]) ? -1 : 0,
-  );
+  // Largest first: the sign of the bigint difference (Number keeps it).
+  const ranked = [...bySkill.entries()].sort(([, a], [, b]) => Number(sum(b) - sum(a)));
   const skills = ranked.slice(0, maxSkills).map(([name, amounts]) => ({ name, amounts }));
   const rest = ranked.slice(maxSkills);
   if (rest.length) {

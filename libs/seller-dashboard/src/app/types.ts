@@ -65,13 +65,7 @@ export interface SignInResult {
   publishableKey: string;
 }
 
-export interface Balances {
-  held: string;
-  available: string;
-  settling: string;
-  settled: string;
-  owed: string;
-}
+export type Balances = Record<'held' | 'available' | 'settling' | 'settled' | 'owed', string>;
 
 export interface Transaction {
   transactionId: string;
