@@ -34,9 +34,7 @@ export function discoverWallets(watch: (wallets: DiscoveredWallet[]) => void): (
   watchers.add(watch);
   watch([...announced.values()]);
   window.dispatchEvent(new Event('eip6963:requestProvider'));
-  return () => {
-    watchers.delete(watch);
-  };
+  return () => void watchers.delete(watch);
 }
 
 /** The wallet the seller signed in with signs later changes too (a payout address). */
